@@ -1,0 +1,125 @@
+#include "common/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace ibemu {
+
+int mtu_enum_from_bytes(int bytes) {
+  switch (bytes) {
+    case 256: return 1;
+    case 512: return 2;
+    case 1024: return 3;
+    case 2048: return 4;
+    case 4096: return 5;
+    default: return 0;
+  }
+}
+
+namespace {
+
+uint64_t parse_guid(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  std::string s = v.get<std::string>();
+  std::string hex;
+  for (char c : s)
+    if (c != ':') hex += c;
+  size_t used = 0;
+  uint64_t g = std::stoull(hex, &used, 16);
+  if (used != hex.size()) throw std::runtime_error("bad GUID: " + s);
+  return g;
+}
+
+template <typename T>
+void read_opt(const nlohmann::json& obj, const char* key, T* out) {
+  if (obj.contains(key)) *out = obj.at(key).get<T>();
+}
+
+}  // namespace
+
+Config Config::parse(const std::string& json_text) {
+  Config cfg;
+  nlohmann::json j;
+  try {
+    j = json_text.empty() ? nlohmann::json::object() : nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("config is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
+  static const char* known[] = {"devices", "max_mtu", "default_pkey", "subnet_prefix",
+                                "host_id", "log_level"};
+  for (auto& [key, _] : j.items()) {
+    bool ok = false;
+    for (auto* k : known) ok |= key == k;
+    if (!ok) throw std::runtime_error("unknown config key: " + key);
+  }
+  try {
+    read_opt(j, "max_mtu", &cfg.max_mtu);
+    read_opt(j, "default_pkey", &cfg.default_pkey);
+    read_opt(j, "host_id", &cfg.host_id);
+    read_opt(j, "log_level", &cfg.log_level);
+    if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
+    if (j.contains("devices")) {
+      if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
+      for (auto& d : j["devices"]) {
+        DeviceConfig dev;
+        read_opt(d, "name", &dev.name);
+        read_opt(d, "ports", &dev.ports);
+        read_opt(d, "vendor_id", &dev.vendor_id);
+        read_opt(d, "vendor_part_id", &dev.vendor_part_id);
+        read_opt(d, "hw_ver", &dev.hw_ver);
+        read_opt(d, "fw_ver", &dev.fw_ver);
+        read_opt(d, "board_id", &dev.board_id);
+        read_opt(d, "node_desc", &dev.node_desc);
+        if (d.contains("node_guid")) dev.node_guid = parse_guid(d["node_guid"]);
+        if (d.contains("sys_image_guid")) dev.sys_image_guid = parse_guid(d["sys_image_guid"]);
+        cfg.devices.push_back(dev);
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("config has a field of the wrong type: ") + e.what());
+  }
+  if (!mtu_enum_from_bytes(cfg.max_mtu))
+    throw std::runtime_error("max_mtu must be 256, 512, 1024, 2048 or 4096");
+  if (cfg.devices.size() > 16) throw std::runtime_error("at most 16 devices");
+  for (auto& d : cfg.devices)
+    if (d.ports < 1 || d.ports > 4) throw std::runtime_error("ports must be 1..4");
+  cfg.finalize();
+  return cfg;
+}
+
+Config Config::load(const std::string& path) {
+  if (path.empty()) return parse("");
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str());
+}
+
+void Config::finalize() {
+  char host[256] = "localhost";
+  gethostname(host, sizeof(host) - 1);
+  if (devices.empty()) {
+    devices.resize(2);
+    devices[0].name = "ibemu0";
+    devices[1].name = "ibemu1";
+  }
+  if (host_id == 0) host_id = static_cast<uint32_t>(std::hash<std::string>{}(host)) & 0xffffff;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto& d = devices[i];
+    if (d.name.empty()) d.name = "ibemu" + std::to_string(i);
+    // OUI-style prefix 0x02 (locally administered) + host id + device index.
+    if (!d.node_guid)
+      d.node_guid = (0x02ull << 56) | (uint64_t(host_id) << 24) | (uint64_t(i + 1) << 8);
+    if (!d.sys_image_guid) d.sys_image_guid = d.node_guid;
+    if (d.node_desc.empty()) d.node_desc = std::string(host) + " " + d.name;
+  }
+}
+
+}  // namespace ibemu

@@ -1,0 +1,120 @@
+#include "common/control_channel.h"
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ibemu {
+
+namespace {
+constexpr size_t kMaxFds = 8;
+}
+
+int send_message(int sock, const Json& msg, const std::vector<int>& fds) noexcept {
+  std::string text;
+  try {
+    text = msg.dump();
+  } catch (...) {
+    return EINVAL;
+  }
+  if (text.size() > kMaxControlMessage || fds.size() > kMaxFds) return EMSGSIZE;
+  iovec iov{text.data(), text.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  if (!fds.empty()) {
+    mh.msg_control = control;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+  }
+  for (;;) {
+    ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    if (n >= 0) return 0;
+    if (errno != EINTR) return errno;
+  }
+}
+
+int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept {
+  std::string buf(kMaxControlMessage, '\0');
+  iovec iov{buf.data(), buf.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno;
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (fds)
+        fds->push_back(fd);
+      else
+        ::close(fd);
+    }
+  }
+  if (n == 0) return ECONNRESET;
+  try {
+    *msg = Json::parse(buf.begin(), buf.begin() + n);
+  } catch (...) {
+    return EPROTO;
+  }
+  if (!msg->is_object()) return EPROTO;
+  return 0;
+}
+
+ControlClient::~ControlClient() { close(); }
+
+int ControlClient::connect(const std::string& socket_path) noexcept {
+  close();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) return ENAMETOOLONG;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return err;
+  }
+  fd_ = fd;
+  return 0;
+}
+
+void ControlClient::close() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+int ControlClient::request(const Json& req, Json* reply, const std::vector<int>& fds_out,
+                           std::vector<int>* fds_in) noexcept {
+  if (fd_ < 0) return ENOTCONN;
+  pthread_mutex_lock(&mutex_);
+  int err = send_message(fd_, req, fds_out);
+  if (!err) err = recv_message(fd_, reply, fds_in);
+  pthread_mutex_unlock(&mutex_);
+  return err;
+}
+
+std::string daemon_not_running_message(const std::string& socket_path) {
+  return "ibemud is not running (start it with: ibemu up); no daemon answers on " + socket_path;
+}
+
+}  // namespace ibemu

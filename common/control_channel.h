@@ -1,0 +1,56 @@
+#pragma once
+// The control protocol between ibemud and its clients (provider, SM, CLI):
+// one JSON object per SOCK_SEQPACKET message on the daemon's Unix socket, with
+// file descriptors (shared-memory rings, the state page) passed as SCM_RIGHTS.
+// Every request has "op"; every reply has "ok" and, when false, "error" and
+// "errno". docs/control-protocol.md lists the operations.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace ibemu {
+
+using Json = nlohmann::json;
+
+/// Largest control message; SMPs and status replies fit easily.
+inline constexpr size_t kMaxControlMessage = 1 << 20;
+
+/// Sends one message with optional fds. Returns 0 or an errno.
+int send_message(int sock, const Json& msg, const std::vector<int>& fds = {}) noexcept;
+
+/// Receives one message. Received fds are appended to *fds (or closed when
+/// fds is null). Returns 0, ECONNRESET on orderly close, EPROTO on bad JSON,
+/// or an errno.
+int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept;
+
+/// A blocking client connection to ibemud. Thread-safe: one request at a time.
+class ControlClient {
+ public:
+  ControlClient() = default;
+  ~ControlClient();
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+
+  /// Connects to the socket; returns 0 or an errno (ENOENT/ECONNREFUSED when
+  /// no daemon runs there).
+  int connect(const std::string& socket_path) noexcept;
+  bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void close() noexcept;
+
+  /// Sends a request and waits for its reply. Returns 0 with *reply set
+  /// (check reply["ok"]), or an errno when the daemon is unreachable.
+  int request(const Json& req, Json* reply, const std::vector<int>& fds_out = {},
+              std::vector<int>* fds_in = nullptr) noexcept;
+
+ private:
+  int fd_ = -1;
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+/// The message users see when no daemon answers on the socket.
+std::string daemon_not_running_message(const std::string& socket_path);
+
+}  // namespace ibemu

@@ -1,0 +1,76 @@
+#pragma once
+// The state page: a read-only shared-memory view of the host's HCAs that ibemud
+// publishes to every process (memfd, passed at "hello"). ibv_query_port and
+// ibv_query_device read it without a round trip to the daemon. Writers (the
+// daemon only) bump `seq` to odd before changing a port and to even after,
+// readers retry while it is odd or changed (a seqlock).
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace ibemu {
+
+inline constexpr int kMaxDevices = 16;
+inline constexpr int kMaxPorts = 4;
+
+/// IBA 14.2.5.6 PortInfo:PortState values.
+enum class PortState : uint8_t { kNop = 0, kDown = 1, kInit = 2, kArmed = 3, kActive = 4 };
+/// PortInfo:PortPhysicalState (2 = Polling, 3 = Disabled, 5 = LinkUp).
+enum class PhysState : uint8_t { kSleep = 1, kPolling = 2, kDisabled = 3, kLinkUp = 5 };
+
+struct PortStateView {
+  uint8_t state;       // PortState
+  uint8_t phys_state;  // PhysState
+  uint8_t max_mtu;     // IBA enum 1..5
+  uint8_t active_mtu;
+  uint16_t lid;
+  uint16_t sm_lid;
+  uint8_t lmc;
+  uint8_t sm_sl;
+  uint8_t active_width;  // ibv enum: 1=1x 2=4x
+  uint8_t active_speed;  // ibv enum: 1=SDR ... 32=EDR
+  uint32_t cap_mask;
+  uint64_t port_guid;
+  uint64_t subnet_prefix;
+  uint16_t pkey0;
+  uint8_t reserved[6];
+};
+
+struct DeviceStateView {
+  char name[32];
+  uint64_t node_guid;
+  uint64_t sys_image_guid;
+  uint32_t vendor_id;
+  uint32_t vendor_part_id;
+  uint32_t hw_ver;
+  uint32_t num_ports;
+  char fw_ver[32];
+  PortStateView ports[kMaxPorts];
+};
+
+struct StatePage {
+  static constexpr uint64_t kMagic = 0x65746174'53554d45ull;  // "EMUState"
+  uint64_t magic;
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> daemon_epoch;  // changes when a new daemon starts
+  uint32_t num_devices;
+  uint32_t reserved;
+  DeviceStateView devices[kMaxDevices];
+
+  /// Copies one port's view consistently (seqlock read).
+  PortStateView read_port(int dev, int port_index) const {
+    PortStateView out;
+    for (;;) {
+      uint64_t before = seq.load(std::memory_order_acquire);
+      if (before & 1) continue;
+      out = devices[dev].ports[port_index];
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) == before) return out;
+    }
+  }
+};
+
+static_assert(std::is_standard_layout_v<StatePage>);
+static_assert(sizeof(PortStateView) == 40);
+
+}  // namespace ibemu

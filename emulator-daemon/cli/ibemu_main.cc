@@ -1,0 +1,236 @@
+// ibemu: the command users type. up/down start and stop the host's daemon and
+// subnet manager, status shows them, env/run give programs the environment of
+// no-kernel mode.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/control_channel.h"
+#include "common/runtime_paths.h"
+#include "emulator-daemon/cli/environment.h"
+#include "emulator-daemon/runtime_lock.h"
+
+namespace {
+
+using ibemu::Json;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string runtime_dir = ibemu::default_runtime_dir();
+  std::string config;
+  bool no_sm = false;
+  double timeout = 20;
+  bool json = false;
+  std::vector<std::string> command;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "ibemu: " << message << "\n";
+  return 1;
+}
+
+bool query(const std::string& runtime_dir, const Json& req, Json* reply) {
+  ibemu::ControlClient client;
+  if (client.connect(ibemu::RuntimePaths{runtime_dir}.socket())) return false;
+  if (client.request({{"op", "hello"}, {"role", "cli"}, {"pid", getpid()}}, reply)) return false;
+  return client.request(req, reply) == 0;
+}
+
+// Starts a program detached from our session, its output appended to a log.
+pid_t spawn_background(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  setsid();
+  int in = open("/dev/null", O_RDONLY);
+  int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (in >= 0) dup2(in, 0);
+  if (out >= 0) {
+    dup2(out, 1);
+    dup2(out, 2);
+  }
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  std::perror(args[0]);
+  _exit(127);
+}
+
+bool all_ports_active(const Json& status) {
+  for (auto& dev : status["devices"])
+    for (auto& port : dev["port_info"])
+      if (port["state"] != "ACTIVE") return false;
+  return true;
+}
+
+int cmd_up(const Options& o) {
+  ibemu::RuntimePaths paths{o.runtime_dir};
+  std::filesystem::create_directories(o.runtime_dir);
+  chmod(o.runtime_dir.c_str(), 0700);
+  std::string bin = ibemu::find_binary_dir();
+  Json reply;
+  if (!query(o.runtime_dir, {{"op", "status"}}, &reply)) {
+    std::vector<std::string> argv{bin + "/ibemud", "--runtime-dir", o.runtime_dir};
+    if (!o.config.empty()) argv.insert(argv.end(), {"--config", o.config});
+    pid_t pid = spawn_background(argv, paths.daemon_log());
+    auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
+    while (!query(o.runtime_dir, {{"op", "status"}}, &reply)) {
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid)
+        return fail("ibemud exited during start-up; see " + paths.daemon_log());
+      if (Clock::now() > deadline) return fail("ibemud did not answer; see " + paths.daemon_log());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::cout << "ibemud started (pid " << pid << "), runtime directory " << o.runtime_dir << "\n";
+  } else {
+    std::cout << "ibemud already running (pid " << reply.value("pid", 0) << ")\n";
+  }
+  if (o.no_sm) return 0;
+  if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
+    pid_t pid = spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir},
+                                 paths.sm_log());
+    std::cout << "ibemu-sm started (pid " << pid << ")\n";
+  }
+  auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
+  while (!(query(o.runtime_dir, {{"op", "status"}}, &reply) && all_ports_active(reply))) {
+    if (Clock::now() > deadline)
+      return fail("ports did not become ACTIVE; see " + paths.sm_log() + " and " +
+                  paths.daemon_log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& dev : reply["devices"])
+    for (auto& port : dev["port_info"])
+      std::cout << fmt::format("{} port {}: {} LID {}\n", dev["name"].get<std::string>(),
+                               port["port"].get<int>(), port["state"].get<std::string>(),
+                               port["lid"].get<int>());
+  return 0;
+}
+
+bool wait_gone(int pid, double seconds) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (kill(pid, 0) == 0) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int cmd_down(const Options& o) {
+  ibemu::RuntimePaths paths{o.runtime_dir};
+  bool any = false;
+  if (int sm = ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
+    kill(sm, SIGTERM);
+    if (!wait_gone(sm, 5)) kill(sm, SIGKILL);
+    std::cout << "ibemu-sm (pid " << sm << ") stopped\n";
+    any = true;
+  }
+  if (int d = ibemu::RuntimeLock::holder_pid(paths.lock())) {
+    kill(d, SIGTERM);
+    if (!wait_gone(d, 10)) return fail("ibemud (pid " + std::to_string(d) + ") did not stop");
+    std::cout << "ibemud (pid " << d << ") stopped\n";
+    any = true;
+  }
+  if (!any) std::cout << "ibemu is not running in " << o.runtime_dir << "\n";
+  return 0;
+}
+
+int cmd_status(const Options& o) {
+  Json reply;
+  if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
+    return fail(ibemu::daemon_not_running_message(ibemu::RuntimePaths{o.runtime_dir}.socket()));
+  if (o.json) {
+    std::cout << reply.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("ibemud pid {}  runtime {}\n", reply.value("pid", 0),
+                           reply.value("runtime_dir", ""));
+  int sm = ibemu::RuntimeLock::holder_pid(ibemu::RuntimePaths{o.runtime_dir}.sm_lock());
+  std::cout << (sm ? fmt::format("ibemu-sm pid {}\n", sm) : "ibemu-sm not running\n");
+  for (auto& dev : reply["devices"]) {
+    std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
+                             dev["node_guid"].get<std::string>());
+    for (auto& p : dev["port_info"])
+      std::cout << fmt::format("  port {}  {:<7} LID {:<5} SM LID {:<5} GUID {}\n",
+                               p["port"].get<int>(), p["state"].get<std::string>(),
+                               p["lid"].get<int>(), p["sm_lid"].get<int>(),
+                               p["port_guid"].get<std::string>());
+  }
+  std::cout << "processes:\n";
+  for (auto& p : reply["processes"])
+    if (p["role"] == "provider")
+      std::cout << fmt::format("  pid {:<8} contexts {:<3} QPs {}\n", p["pid"].get<int>(),
+                               p["contexts"].get<int>(), p["qps"].get<int>());
+  std::cout << fmt::format("QPs in use: {}\n", reply["qps"].get<int>());
+  return 0;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+int cmd_env(const Options& o) {
+  for (auto& [name, value] : ibemu::emulation_environment(o.runtime_dir))
+    std::cout << "export " << name << "=" << shell_quote(value) << "\n";
+  return 0;
+}
+
+int cmd_run(const Options& o) {
+  if (o.command.empty()) return fail("usage: ibemu run -- PROGRAM [ARGS...]");
+  Json reply;
+  if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
+    return fail(ibemu::daemon_not_running_message(ibemu::RuntimePaths{o.runtime_dir}.socket()));
+  for (auto& [name, value] : ibemu::emulation_environment(o.runtime_dir))
+    setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> args;
+  for (auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  return fail(std::string("cannot run ") + args[0] + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ibemu - emulated InfiniBand HCAs for programs without RDMA hardware"};
+  app.require_subcommand(1);
+  Options o;
+  app.add_option("-r,--runtime-dir", o.runtime_dir, "runtime directory of the daemon")
+      ->envname("IBEMU_RUNTIME_DIR");
+  auto* up = app.add_subcommand("up", "start ibemud and ibemu-sm, wait until ports are ACTIVE");
+  up->add_option("-c,--config", o.config, "daemon config file (JSON)");
+  up->add_flag("--no-sm", o.no_sm, "do not start the subnet manager (ports stay INIT)");
+  up->add_option("--timeout", o.timeout, "seconds to wait");
+  app.add_subcommand("down", "stop ibemu-sm and ibemud");
+  auto* status = app.add_subcommand("status", "devices, ports, LIDs, processes, QPs");
+  status->add_flag("--json", o.json, "machine-readable output");
+  app.add_subcommand("env", "print the environment of no-kernel mode (eval \"$(ibemu env)\")");
+  auto* run = app.add_subcommand("run", "run a program on the emulated HCAs");
+  run->add_option("command", o.command, "program and arguments (after --)")->required();
+  run->prefix_command();
+  CLI11_PARSE(app, argc, argv);
+
+  signal(SIGPIPE, SIG_IGN);
+  try {
+    if (*up) return cmd_up(o);
+    if (app.got_subcommand("down")) return cmd_down(o);
+    if (*status) return cmd_status(o);
+    if (app.got_subcommand("env")) return cmd_env(o);
+    if (*run) return cmd_run(o);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,156 @@
+#include "emulator-daemon/control_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/log.h"
+
+namespace ibemu {
+
+namespace asio = boost::asio;
+
+class ControlServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(ControlServer& server, int fd, SessionInfo info)
+      : server_(server), socket_(server.io_, fd), info_(std::move(info)) {}
+
+  void start() { do_read(); }
+  void close() {
+    boost::system::error_code ec;
+    socket_.close(ec);
+  }
+  const SessionInfo& info() const { return info_; }
+
+ private:
+  void do_read() {
+    socket_.async_wait(asio::posix::descriptor::wait_read,
+                       [self = shared_from_this()](const boost::system::error_code& ec) {
+                         self->on_readable(ec);
+                       });
+  }
+
+  void on_readable(const boost::system::error_code& ec) {
+    if (ec) {  // operation_aborted: the server is stopping
+      finish();
+      return;
+    }
+    Json request;
+    std::vector<int> fds_in, fds_out;
+    int err = recv_message(socket_.native_handle(), &request, &fds_in);
+    if (err == EAGAIN) return do_read();
+    if (err == EPROTO) {
+      send_reply({{"ok", false}, {"error", "request is not a JSON object"}, {"errno", EPROTO}},
+                 fds_out);
+      for (int fd : fds_in) ::close(fd);
+      return do_read();
+    }
+    if (err) {
+      finish();
+      return;
+    }
+    Json reply = server_.handler_.on_request(info_, request, fds_in, fds_out);
+    for (int fd : fds_in) ::close(fd);  // whatever the handler did not keep
+    if (!reply.is_null() && !send_reply(reply, fds_out)) {
+      finish();
+      return;
+    }
+    if (!server_.stopped_) do_read();
+  }
+
+  bool send_reply(const Json& reply, std::vector<int>& fds) {
+    int err = send_message(socket_.native_handle(), reply, fds);
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    return err == 0;
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    close();
+    server_.on_session_closed(info_.id);
+  }
+
+  ControlServer& server_;
+  asio::posix::stream_descriptor socket_;
+  SessionInfo info_;
+  bool finished_ = false;
+};
+
+ControlServer::ControlServer(asio::io_context& io, std::string socket_path,
+                             RequestHandler& handler)
+    : io_(io), socket_path_(std::move(socket_path)), handler_(handler), listener_(io) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof(addr.sun_path))
+    throw std::runtime_error("socket path too long: " + socket_path_);
+  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw std::runtime_error("socket: " + std::string(std::strerror(errno)));
+  ::unlink(socket_path_.c_str());  // stale: the runtime lock says no daemon owns it
+  mode_t old = umask(0077);
+  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  umask(old);
+  if (rc != 0 || listen(fd, 64) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot listen on " + socket_path_ + ": " + std::strerror(err));
+  }
+  chmod(socket_path_.c_str(), 0600);
+  listener_.assign(fd);
+}
+
+ControlServer::~ControlServer() { stop(); }
+
+void ControlServer::start() { do_accept(); }
+
+void ControlServer::do_accept() {
+  listener_.async_wait(asio::posix::descriptor::wait_read,
+                       [this](const boost::system::error_code& ec) {
+                         if (ec || stopped_) return;
+                         int fd = accept4(listener_.native_handle(), nullptr, nullptr,
+                                          SOCK_CLOEXEC | SOCK_NONBLOCK);
+                         if (fd >= 0) {
+                           ucred cred{};
+                           socklen_t len = sizeof(cred);
+                           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+                           SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
+                           auto session = std::make_shared<Session>(*this, fd, info);
+                           sessions_[info.id] = session;
+                           session->start();
+                         }
+                         do_accept();
+                       });
+}
+
+void ControlServer::on_session_closed(SessionId id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  auto keep = it->second;  // the session runs this call; keep it alive until return
+  sessions_.erase(it);
+  handler_.on_session_closed(keep->info());
+}
+
+void ControlServer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ec;
+  listener_.close(ec);
+  ::unlink(socket_path_.c_str());
+  auto sessions = sessions_;
+  for (auto& [id, s] : sessions) s->close();
+}
+
+std::vector<SessionInfo> ControlServer::sessions() const {
+  std::vector<SessionInfo> out;
+  for (auto& [id, s] : sessions_) out.push_back(s->info());
+  return out;
+}
+
+}  // namespace ibemu

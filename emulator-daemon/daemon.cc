@@ -1,0 +1,290 @@
+#include "emulator-daemon/daemon.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/log.h"
+
+namespace ibemu {
+
+Json error_reply(int err, const std::string& message) {
+  return {{"ok", false}, {"errno", err}, {"error", message}};
+}
+
+namespace {
+Json ok_reply() { return {{"ok", true}}; }
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(n * 2, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = digits[p[i] >> 4];
+    s[2 * i + 1] = digits[p[i] & 15];
+  }
+  return s;
+}
+
+bool unhex(const std::string& s, std::vector<uint8_t>* out) {
+  if (s.size() % 2) return false;
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  out->clear();
+  for (size_t i = 0; i < s.size(); i += 2) {
+    int hi = nib(s[i]), lo = nib(s[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<uint8_t>(hi << 4 | lo));
+  }
+  return true;
+}
+
+const char* state_word(PortState s) {
+  switch (s) {
+    case PortState::kDown: return "DOWN";
+    case PortState::kInit: return "INIT";
+    case PortState::kArmed: return "ARMED";
+    case PortState::kActive: return "ACTIVE";
+    default: return "NOP";
+  }
+}
+}  // namespace
+
+Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
+    : io_(io),
+      config_(std::move(config)),
+      paths_(std::move(paths)),
+      subnet_(config_),
+      sysfs_(paths_.sysfs(), config_),
+      state_page_(config_, subnet_),
+      server_(io, paths_.socket(), *this) {}
+
+Daemon::~Daemon() { stop(); }
+
+void Daemon::start() {
+  sysfs_.create(subnet_);
+  subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
+  server_.start();
+  log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
+           paths_.socket());
+}
+
+void Daemon::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  server_.stop();
+  sysfs_.remove();
+  if (on_stop_) on_stop_();
+}
+
+void Daemon::on_port_change(PortRef port) {
+  sysfs_.update_port(subnet_, port);
+  state_page_.update_port(port);
+  PortAttributes a = subnet_.port(port);
+  log_info("{} port {}: {} lid {} sm_lid {}", config_.devices[port.device].name, port.port,
+           state_word(a.state), a.lid, a.sm_lid);
+}
+
+Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_in,
+                        std::vector<int>& fds_out) {
+  try {
+    const std::string op = req.value("op", "");
+    if (op == "hello") return do_hello(s, req, fds_out);
+    if (op == "devices") return do_devices();
+    if (op == "status") return do_status();
+    if (op == "register_inbox") return do_register_inbox(s, fds_in);
+    if (op == "open_context") return do_context(s, req, +1);
+    if (op == "close_context") return do_context(s, req, -1);
+    if (op == "create_qp") return do_create_qp(s, req);
+    if (op == "destroy_qp") return do_destroy_qp(s, req);
+    if (op == "resolve") return do_resolve(req, fds_out);
+    if (op == "sm_attach") return do_sm_attach(s, req);
+    if (op == "smp") return do_smp(req);
+    if (op == "shutdown") return do_shutdown();
+    return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
+  } catch (const std::exception& e) {
+    // A field of the wrong type; the daemon answers and carries on.
+    return error_reply(EINVAL, std::string("bad request: ") + e.what());
+  }
+}
+
+void Daemon::on_session_closed(const SessionInfo& s) {
+  auto it = clients_.find(s.id);
+  if (it == clients_.end()) return;
+  Client& c = it->second;
+  size_t freed = qps_.release_all(s.id);
+  if (c.inbox_fd >= 0) close(c.inbox_fd);
+  if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
+  if (freed || c.contexts)
+    log_info("process {} ({}) left: {} context(s), {} QP(s) reclaimed", s.pid, s.role,
+             c.contexts, freed);
+  clients_.erase(it);
+}
+
+int Daemon::device_index(const Json& v) const {
+  if (v.is_number_integer()) {
+    int d = v.get<int>();
+    return d >= 0 && d < static_cast<int>(config_.devices.size()) ? d : -1;
+  }
+  if (v.is_string())
+    for (size_t i = 0; i < config_.devices.size(); ++i)
+      if (config_.devices[i].name == v.get<std::string>()) return static_cast<int>(i);
+  return -1;
+}
+
+Json Daemon::do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
+  s.role = req.value("role", "unknown");
+  clients_[s.id];
+  Json reply = ok_reply();
+  reply["daemon_epoch"] = state_page_.epoch();
+  reply["session"] = s.id;
+  if (req.value("want_state_page", false)) {
+    int fd = state_page_.reader_fd();
+    if (fd < 0) return error_reply(errno, "cannot share the state page");
+    fds_out.push_back(fd);
+  }
+  return reply;
+}
+
+Json Daemon::do_devices() {
+  Json devs = Json::array();
+  for (size_t i = 0; i < config_.devices.size(); ++i) {
+    const auto& d = config_.devices[i];
+    devs.push_back({{"index", i},
+                    {"name", d.name},
+                    {"node_guid", fmt::format("0x{:016x}", d.node_guid)},
+                    {"ports", d.ports}});
+  }
+  Json reply = ok_reply();
+  reply["devices"] = devs;
+  return reply;
+}
+
+Json Daemon::do_status() {
+  Json reply = do_devices();
+  for (auto& dev : reply["devices"]) {
+    int d = dev["index"].get<int>();
+    Json ports = Json::array();
+    for (int p = 1; p <= config_.devices[d].ports; ++p) {
+      PortAttributes a = subnet_.port({d, p});
+      ports.push_back({{"port", p},
+                       {"state", state_word(a.state)},
+                       {"lid", a.lid},
+                       {"sm_lid", a.sm_lid},
+                       {"port_guid", fmt::format("0x{:016x}", a.port_guid)}});
+    }
+    dev["port_info"] = ports;
+  }
+  Json procs = Json::array();
+  for (auto& s : server_.sessions()) {
+    auto it = clients_.find(s.id);
+    if (it == clients_.end()) continue;
+    procs.push_back({{"pid", s.pid},
+                     {"role", s.role},
+                     {"contexts", it->second.contexts},
+                     {"qps", qps_.count(s.id)}});
+  }
+  reply["processes"] = procs;
+  reply["qps"] = qps_.size();
+  reply["pid"] = getpid();
+  reply["runtime_dir"] = paths_.dir;
+  reply["subnet"] = subnet_.describe();
+  return reply;
+}
+
+Json Daemon::do_register_inbox(SessionInfo& s, std::vector<int>& fds_in) {
+  if (fds_in.size() != 1) return error_reply(EINVAL, "register_inbox needs one memfd");
+  Client& c = clients_[s.id];
+  if (c.inbox_fd >= 0) close(c.inbox_fd);
+  c.inbox_fd = fds_in[0];
+  fds_in.clear();
+  return ok_reply();
+}
+
+Json Daemon::do_context(SessionInfo& s, const Json& req, int delta) {
+  if (device_index(req.at("device")) < 0) return error_reply(ENODEV, "no such device");
+  Client& c = clients_[s.id];
+  c.contexts = std::max(0, c.contexts + delta);
+  return ok_reply();
+}
+
+Json Daemon::do_create_qp(SessionInfo& s, const Json& req) {
+  int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  if (clients_[s.id].inbox_fd < 0) return error_reply(EINVAL, "register an inbox first");
+  auto qpn = qps_.allocate(d, s.id);
+  if (!qpn) return error_reply(ENOMEM, "no free QP number");
+  Json reply = ok_reply();
+  reply["qpn"] = *qpn;
+  return reply;
+}
+
+Json Daemon::do_destroy_qp(SessionInfo& s, const Json& req) {
+  int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  if (!qps_.release(d, req.at("qpn").get<uint32_t>(), s.id))
+    return error_reply(ENOENT, "no such QP");
+  return ok_reply();
+}
+
+// The data plane asks where a destination QP lives: the LID picks the HCA (the
+// emulated switch forwards by LID), the QPN the process; the reply carries that
+// process's inbox ring. Unknown destinations are ENOENT and the sender drops,
+// as a real fabric silently drops packets for a QP that does not exist.
+Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
+  uint16_t dlid = req.at("dlid").get<uint16_t>();
+  uint32_t qpn = req.at("qpn").get<uint32_t>();
+  auto port = subnet_.port_by_lid(dlid);
+  if (!port) return error_reply(EHOSTUNREACH, "no port has that LID");
+  auto owner = qps_.owner(port->device, qpn);
+  if (!owner) return error_reply(ENOENT, "no such QP");
+  auto it = clients_.find(*owner);
+  if (it == clients_.end() || it->second.inbox_fd < 0) return error_reply(ENOENT, "no inbox");
+  Json reply = ok_reply();
+  reply["owner"] = *owner;
+  reply["device"] = port->device;
+  reply["port"] = port->port;
+  if (req.value("want_fd", true)) {
+    int fd = dup(it->second.inbox_fd);
+    if (fd < 0) return error_reply(errno, "dup failed");
+    fds_out.push_back(fd);
+  }
+  return reply;
+}
+
+Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
+  int d = device_index(req.at("device"));
+  int p = req.at("port").get<int>();
+  if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
+  Client& c = clients_[s.id];
+  if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
+  c.sm_port = PortRef{d, p};
+  subnet_.set_is_sm(*c.sm_port, true);
+  log_info("subnet manager (pid {}) attached on {} port {}", s.pid, config_.devices[d].name, p);
+  return ok_reply();
+}
+
+Json Daemon::do_smp(const Json& req) {
+  int d = device_index(req.at("device"));
+  int p = req.at("port").get<int>();
+  if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
+  std::vector<uint8_t> mad;
+  if (!unhex(req.at("mad").get<std::string>(), &mad)) return error_reply(EINVAL, "mad is not hex");
+  auto resp = subnet_.process_smp(PortRef{d, p}, mad.data(), mad.size());
+  if (!resp) return error_reply(ETIMEDOUT, "SMP dropped");
+  Json reply = ok_reply();
+  reply["mad"] = hex(resp->data(), resp->size());
+  return reply;
+}
+
+Json Daemon::do_shutdown() {
+  log_info("shutdown requested");
+  boost::asio::post(io_, [this] { stop(); });
+  return ok_reply();
+}
+
+}  // namespace ibemu

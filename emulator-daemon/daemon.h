@@ -1,0 +1,74 @@
+#pragma once
+// ibemud: owns the host's emulated HCAs (the subnet model and its SMA), the fake
+// sysfs tree, the state page, the QP directory and the control socket.
+#include <utility>  // before Boost.Asio 1.74: its awaitable.hpp needs std::exchange
+#include <boost/asio.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "common/config.h"
+#include "common/runtime_paths.h"
+#include "emulator-daemon/control_server.h"
+#include "emulator-daemon/qp_directory.h"
+#include "emulator-daemon/state_page_publisher.h"
+#include "emulator-daemon/subnet.h"
+#include "emulator-daemon/sysfs_tree.h"
+
+namespace ibemu {
+
+class Daemon : public RequestHandler {
+ public:
+  Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths);
+  ~Daemon() override;
+
+  /// Starts serving; returns once set up (the caller runs the io_context).
+  void start();
+  /// Graceful stop: close the socket and sessions, remove the sysfs tree.
+  void stop();
+  /// Called once when stop() runs, so main can cancel its own waits (signals).
+  void on_stop(std::function<void()> cb) { on_stop_ = std::move(cb); }
+
+  Json on_request(SessionInfo& session, const Json& request, std::vector<int>& fds_in,
+                  std::vector<int>& fds_out) override;
+  void on_session_closed(const SessionInfo& session) override;
+
+ private:
+  // Per-client state the data plane needs.
+  struct Client {
+    int inbox_fd = -1;  // the process's shared-memory receive ring (memfd)
+    int contexts = 0;
+    std::optional<PortRef> sm_port;
+  };
+
+  Json do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
+  Json do_devices();
+  Json do_status();
+  Json do_register_inbox(SessionInfo& s, std::vector<int>& fds_in);
+  Json do_context(SessionInfo& s, const Json& req, int delta);
+  Json do_create_qp(SessionInfo& s, const Json& req);
+  Json do_destroy_qp(SessionInfo& s, const Json& req);
+  Json do_resolve(const Json& req, std::vector<int>& fds_out);
+  Json do_sm_attach(SessionInfo& s, const Json& req);
+  Json do_smp(const Json& req);
+  Json do_shutdown();
+  int device_index(const Json& value) const;
+  void on_port_change(PortRef port);
+
+  boost::asio::io_context& io_;
+  Config config_;
+  RuntimePaths paths_;
+  Subnet subnet_;
+  SysfsTree sysfs_;
+  StatePagePublisher state_page_;
+  QpDirectory qps_;
+  ControlServer server_;
+  std::map<SessionId, Client> clients_;
+  std::function<void()> on_stop_;
+  bool stopped_ = false;
+};
+
+/// A reply for a failed request.
+Json error_reply(int err, const std::string& message);
+
+}  // namespace ibemu

@@ -1,0 +1,78 @@
+#include "emulator-daemon/state_page_publisher.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace ibemu {
+
+StatePagePublisher::StatePagePublisher(const Config& config, const Subnet& subnet)
+    : config_(config), subnet_(subnet) {
+  fd_ = memfd_create("ibemu-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd_ < 0 || ftruncate(fd_, sizeof(StatePage)) != 0)
+    throw std::runtime_error("cannot create the state page memfd");
+  void* p = mmap(nullptr, sizeof(StatePage), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map the state page");
+  // Clients may map it writable through /proc otherwise; the seal forbids growth.
+  fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+  page_ = new (p) StatePage{};
+  page_->magic = StatePage::kMagic;
+  page_->daemon_epoch =
+      std::chrono::steady_clock::now().time_since_epoch().count() ^ (uint64_t(getpid()) << 40);
+  page_->num_devices = static_cast<uint32_t>(config.devices.size());
+  for (size_t d = 0; d < config.devices.size() && d < kMaxDevices; ++d) {
+    const DeviceConfig& dev = config.devices[d];
+    DeviceStateView& v = page_->devices[d];
+    std::snprintf(v.name, sizeof(v.name), "%s", dev.name.c_str());
+    std::snprintf(v.fw_ver, sizeof(v.fw_ver), "%s", dev.fw_ver.c_str());
+    v.node_guid = dev.node_guid;
+    v.sys_image_guid = dev.sys_image_guid;
+    v.vendor_id = dev.vendor_id;
+    v.vendor_part_id = dev.vendor_part_id;
+    v.hw_ver = dev.hw_ver;
+    v.num_ports = dev.ports;
+    for (int port = 1; port <= dev.ports; ++port) fill_port({static_cast<int>(d), port});
+  }
+}
+
+StatePagePublisher::~StatePagePublisher() {
+  if (page_) munmap(page_, sizeof(StatePage));
+  if (fd_ >= 0) close(fd_);
+}
+
+void StatePagePublisher::fill_port(PortRef port) noexcept {
+  PortAttributes a = subnet_.port(port);
+  PortStateView& v = page_->devices[port.device].ports[port.port - 1];
+  v.state = static_cast<uint8_t>(a.state);
+  v.phys_state = static_cast<uint8_t>(a.phys_state);
+  v.max_mtu = static_cast<uint8_t>(mtu_enum_from_bytes(config_.max_mtu));
+  v.active_mtu = v.max_mtu;
+  v.lid = a.lid;
+  v.sm_lid = a.sm_lid;
+  v.lmc = a.lmc;
+  v.sm_sl = a.sm_sl;
+  v.active_width = 2;   // 4X
+  v.active_speed = 32;  // EDR: matches the sysfs rate "100 Gb/sec (4X EDR)"
+  v.cap_mask = a.cap_mask;
+  v.port_guid = a.port_guid;
+  v.subnet_prefix = a.subnet_prefix;
+  v.pkey0 = config_.default_pkey;
+}
+
+void StatePagePublisher::update_port(PortRef port) noexcept {
+  page_->seq.fetch_add(1, std::memory_order_acq_rel);
+  fill_port(port);
+  page_->seq.fetch_add(1, std::memory_order_release);
+}
+
+int StatePagePublisher::reader_fd() const noexcept {
+  std::string path = "/proc/self/fd/" + std::to_string(fd_);
+  return open(path.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace ibemu

@@ -1,0 +1,32 @@
+#pragma once
+// Publishes the host's HCA state to every process through a shared memfd
+// (common/state_page.h): one writer (the daemon thread), lock-free readers.
+#include "common/config.h"
+#include "common/state_page.h"
+#include "emulator-daemon/subnet.h"
+
+namespace ibemu {
+
+class StatePagePublisher {
+ public:
+  /// Creates the memfd; throws on failure (start-up only).
+  StatePagePublisher(const Config& config, const Subnet& subnet);
+  ~StatePagePublisher();
+  StatePagePublisher(const StatePagePublisher&) = delete;
+  StatePagePublisher& operator=(const StatePagePublisher&) = delete;
+
+  void update_port(PortRef port) noexcept;
+  /// A read-only fd for clients (a fresh O_RDONLY open of the memfd).
+  int reader_fd() const noexcept;
+  uint64_t epoch() const { return page_->daemon_epoch.load(); }
+
+ private:
+  void fill_port(PortRef port) noexcept;
+
+  const Config& config_;
+  const Subnet& subnet_;
+  int fd_ = -1;
+  StatePage* page_ = nullptr;
+};
+
+}  // namespace ibemu

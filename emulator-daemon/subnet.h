@@ -1,0 +1,124 @@
+#pragma once
+// The emulated subnet of one host: the configured CAs, one switch that every
+// CA port is cabled to, and the subnet management agents (SMAs) that answer
+// the SMPs an SM sends. This is what makes `ibemu-sm`, ibstat and smpquery see
+// a subnet shaped like a real one: ports come up INIT with LID 0 and stay so
+// until an SM configures them (IBA 7.2, 14.2.5.6).
+//
+// Topology, in config order: switch port 1 is cabled to ibemu0/1, port 2 to
+// ibemu0/2, port 3 to ibemu1/1, and so on; switch port 0 is its management
+// port (IBA 17.2.1.1, base port 0).
+//
+// Not thread-safe: the daemon calls it from one thread. on_port_change
+// callbacks run on that thread, after the SMP that caused them has been
+// processed, and must not call process_smp.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/state_page.h"
+
+namespace ibemu {
+
+namespace subnet_detail {
+struct SubnetModel;
+}
+
+/// A CA port of this host: device index into Config::devices, 1-based port.
+struct PortRef {
+  int device = 0;
+  int port = 1;
+  bool operator==(const PortRef&) const = default;
+};
+
+/// What sysfs, ibv_query_port and ibstat report for a CA port.
+struct PortAttributes {
+  PortState state = PortState::kDown;
+  PhysState phys_state = PhysState::kPolling;
+  uint16_t lid = 0;
+  uint16_t sm_lid = 0;
+  uint8_t lmc = 0;
+  uint8_t sm_sl = 0;
+  uint8_t neighbor_mtu = 0;  // IBA enum 1..5 (256..4096): the active MTU
+  uint8_t max_mtu = 0;       // IBA enum: PortInfo:MTUCap
+  uint32_t cap_mask = 0;     // PortInfo:CapabilityMask, host order
+  uint64_t port_guid = 0;    // host order
+  uint64_t subnet_prefix = 0;  // PortInfo:GidPrefix, host order
+  uint8_t link_width_active = 0;  // IBA bits = ibv enum: 1 = 1X, 2 = 4X, 4 = 8X, 8 = 12X
+  uint8_t link_speed_active = 0;  // ibv enum: 1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR
+  uint16_t rate_gbps = 0;         // width x lane speed, as sysfs `rate` prints it
+  /// Bumped each time an SM sets PortInfo:ClientReregister (IBA 14.4.11):
+  /// the daemon raises IBV_EVENT_CLIENT_REREGISTER when it changes.
+  uint32_t client_reregister_count = 0;
+  bool operator==(const PortAttributes&) const = default;
+};
+
+/// sysfs `rate` text, e.g. "100 Gb/sec (4X EDR)".
+std::string rate_string(const PortAttributes& a);
+
+class Subnet {
+ public:
+  /// Builds the topology from a finalized config. Throws std::invalid_argument
+  /// when the config cannot be cabled (no ports, more than 254 CA ports).
+  explicit Subnet(const Config& cfg);
+  ~Subnet();
+  Subnet(const Subnet&) = delete;
+  Subnet& operator=(const Subnet&) = delete;
+
+  /// Processes an SMP that the SM sent out of `sm_port` and returns the
+  /// response as the SM receives it, or nullopt when the SMP or its response
+  /// is dropped (as hardware drops them: the SM sees a timeout).
+  ///
+  /// Directed-route SMPs (class 0x81) travel hop by hop by IBA 14.2.2 (hop
+  /// pointer and count, initial and return path, permissive DrSLID/DrDLID;
+  /// a non-permissive DrDLID makes the end switch LID-route the rest). The
+  /// route starts at the SM's own CA: the SM is always on `sm_port`.
+  /// LID-routed SMPs (class 0x01) go to `dlid` (the LRH DLID, which the MAD
+  /// does not carry; permissive = the SM's link neighbour) through the
+  /// switch's LinearForwardingTable, and their response back to the SM
+  /// port's LID the same way.
+  /// Any 256 bytes are safe input; other lengths are dropped.
+  std::optional<std::array<uint8_t, 256>> process_smp(PortRef sm_port, const uint8_t* mad,
+                                                      size_t len, uint16_t dlid = 0xffff);
+
+  /// Attributes of a CA port; a default (Down) value for a port that does
+  /// not exist.
+  PortAttributes port(PortRef p) const;
+  /// Sets or clears PortInfo:CapabilityMask.IsSM (an SM attached on that port).
+  void set_is_sm(PortRef p, bool is_sm);
+  /// Plugs or unplugs the cable of a CA port (both ends go Down and Polling,
+  /// or retrain to Init): how a test or `ibemu` simulates a link failure.
+  void set_link_up(PortRef p, bool up);
+  /// Called for every CA port whose PortAttributes changed because of an SMP
+  /// or a link event. Several callbacks may be registered.
+  void on_port_change(std::function<void(PortRef)> cb);
+
+  /// The local CA port that owns `lid` (base LID .. base + 2^LMC - 1).
+  std::optional<PortRef> port_by_lid(uint16_t lid) const;
+  /// Every CA port, in config order (the switch's port order).
+  std::vector<PortRef> ports() const;
+  /// The switch and every port, as JSON for `ibemu status`.
+  nlohmann::json describe() const;
+
+  /// The switch's GUID and LID (0 before an SM assigned one).
+  uint64_t switch_guid() const;
+  uint16_t switch_lid() const;
+  /// The switch's LFT entry for `lid` (0xFF = none).
+  uint8_t switch_lft(uint16_t lid) const;
+
+ private:
+  std::vector<PortAttributes> snapshot() const;
+  void notify(const std::vector<PortAttributes>& before);
+
+  Config cfg_;
+  std::unique_ptr<subnet_detail::SubnetModel> model_;
+  std::vector<std::function<void(PortRef)>> callbacks_;
+};
+
+}  // namespace ibemu

@@ -1,0 +1,141 @@
+#include "provider/core/provider_context.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/runtime_paths.h"
+#include "transport/engine/timing.h"
+#include "transport/wire/packet.h"
+
+namespace ibemu::provider {
+
+namespace {
+// Spin this long on an empty inbox before sleeping: keeps latency low under
+// traffic while an idle process costs nothing.
+constexpr engine::Nanos kSpinNs = 50'000;
+constexpr uint32_t kInboxSlots = 1024;
+}  // namespace
+
+ProviderContext::~ProviderContext() {
+  stopping_ = true;
+  if (progress_.joinable()) {
+    inbox_.wake();
+    progress_.join();
+  }
+  if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
+  if (async_pipe_[1] >= 0) close(async_pipe_[1]);
+  // async_pipe_[0] belongs to libibverbs (context->async_fd) and is closed there.
+}
+
+int ProviderContext::open(const char* ibdev_name) noexcept {
+  RuntimePaths paths = runtime_paths();
+  if (int err = daemon_.connect(paths.socket())) {
+    std::fprintf(stderr, "libibemu: %s\n", daemon_not_running_message(paths.socket()).c_str());
+    return err == ENOENT ? ENODEV : err;
+  }
+  Json reply;
+  std::vector<int> fds;
+  if (daemon_.request({{"op", "hello"}, {"role", "provider"}, {"pid", getpid()},
+                       {"want_state_page", true}},
+                      &reply, {}, &fds) ||
+      !reply.value("ok", false) || fds.size() != 1) {
+    for (int fd : fds) close(fd);
+    return EIO;
+  }
+  void* p = mmap(nullptr, sizeof(StatePage), PROT_READ, MAP_SHARED, fds[0], 0);
+  close(fds[0]);
+  if (p == MAP_FAILED) return errno;
+  page_ = static_cast<const StatePage*>(p);
+  for (uint32_t i = 0; i < page_->num_devices && i < kMaxDevices; ++i)
+    if (std::strncmp(page_->devices[i].name, ibdev_name, sizeof(page_->devices[i].name)) == 0)
+      device_index_ = static_cast<int>(i);
+  if (device_index_ < 0) return ENODEV;
+
+  if (int err = inbox_.create(wire::kMaxPacket + link::kSlotHeader, kInboxSlots)) return err;
+  int inbox_dup = dup(inbox_.fd());
+  if (daemon_.request({{"op", "register_inbox"}}, &reply, {inbox_dup}) ||
+      !reply.value("ok", false)) {
+    close(inbox_dup);
+    return EIO;
+  }
+  close(inbox_dup);
+  if (daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply) ||
+      !reply.value("ok", false))
+    return EIO;
+  if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
+  fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
+
+  link_ = std::make_unique<ShmLink>(&daemon_);
+  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this);
+  // Packets between processes of one host never leave memory this host
+  // controls; verifying the CRCs would only cost time.
+  engine_->set_verify_crcs(false);
+  progress_ = std::thread([this] { progress_loop(); });
+  return 0;
+}
+
+engine::PortAddress ProviderContext::port(uint8_t port_num) const noexcept {
+  engine::PortAddress a;
+  if (port_num < 1 || port_num > device().num_ports || port_num > kMaxPorts) return a;
+  PortStateView v = port_view(port_num);
+  a.lid = v.lid;
+  a.lmc = v.lmc;
+  a.active_mtu = v.active_mtu;
+  a.subnet_prefix = v.subnet_prefix;
+  a.port_guid = v.port_guid;
+  a.active = v.state == static_cast<uint8_t>(PortState::kActive);
+  return a;
+}
+
+void ProviderContext::post_async_event(uint64_t element, uint32_t type) noexcept {
+  struct {
+    uint64_t element;
+    uint32_t event_type;
+    uint32_t reserved;
+  } ev{element, type, 0};
+  if (write(async_pipe_[1], &ev, sizeof(ev)) < 0) {
+    // A full pipe means nobody reads async events; dropping is what an
+    // unread event queue amounts to.
+  }
+}
+
+void ProviderContext::progress_loop() noexcept {
+  pthread_setname_np(pthread_self(), "ibemu-progress");
+  engine::Nanos next_timer = 0;
+  engine::Nanos last_scan = 0;
+  engine::Nanos idle_since = 0;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    size_t len;
+    bool worked = false;
+    while (const uint8_t* pkt = inbox_.peek(&len)) {
+      engine_->receive(pkt, len);
+      inbox_.pop();
+      worked = true;
+    }
+    engine::Nanos now = engine::now_ns();
+    // Timers are due at next_timer; QPs that started sending since the last
+    // scan armed theirs without telling us, so scan at least every 1 ms.
+    if ((next_timer && now >= next_timer) || now - last_scan > 1'000'000) {
+      next_timer = engine_->run_timers(now);
+      last_scan = now;
+    }
+    if (worked) {
+      idle_since = 0;
+      continue;
+    }
+    if (!idle_since) idle_since = now;
+    if (now - idle_since < kSpinNs) continue;
+    // Sleep until a packet arrives or the next transport timer (at most
+    // 10 ms, for timers armed meanwhile by application threads).
+    engine::Nanos wait = 10'000'000;
+    if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
+    inbox_.wait(wait);
+    last_scan = 0;
+  }
+}
+
+}  // namespace ibemu::provider

@@ -1,0 +1,53 @@
+#pragma once
+// One opened emulated HCA inside an application process: the connection to
+// ibemud, the state page, the inbox ring and the progress thread that plays
+// the HCA's firmware (receives packets, runs transport timers) so a target
+// process needs no thread of its own for its QPs to make progress.
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "common/control_channel.h"
+#include "common/state_page.h"
+#include "provider/core/shm_link.h"
+#include "transport/engine/hca_engine.h"
+#include "transport/link/shm_ring.h"
+
+namespace ibemu::provider {
+
+class ProviderContext : public engine::PortTable {
+ public:
+  ProviderContext() = default;
+  ~ProviderContext() override;
+
+  /// Connects and starts the progress thread. Returns 0 or an errno (with a
+  /// message on stderr that tells the user what to do).
+  int open(const char* ibdev_name) noexcept;
+
+  engine::PortAddress port(uint8_t port_num) const noexcept override;
+  const DeviceStateView& device() const { return page_->devices[device_index_]; }
+  PortStateView port_view(uint8_t port_num) const { return page_->read_port(device_index_, port_num - 1); }
+  int num_ports() const { return static_cast<int>(device().num_ports); }
+  int device_index() const { return device_index_; }
+
+  engine::HcaEngine& engine() { return *engine_; }
+  ControlClient& daemon() { return daemon_; }
+  int async_read_fd() const { return async_pipe_[0]; }
+  /// Queues an async event (ibv_async_event's element and type) for ibv_get_async_event.
+  void post_async_event(uint64_t element, uint32_t type) noexcept;
+
+ private:
+  void progress_loop() noexcept;
+
+  ControlClient daemon_;
+  const StatePage* page_ = nullptr;
+  int device_index_ = -1;
+  link::ShmRing inbox_;
+  std::unique_ptr<ShmLink> link_;
+  std::unique_ptr<engine::HcaEngine> engine_;
+  std::thread progress_;
+  std::atomic<bool> stopping_{false};
+  int async_pipe_[2] = {-1, -1};
+};
+
+}  // namespace ibemu::provider

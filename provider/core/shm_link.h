@@ -1,0 +1,36 @@
+#pragma once
+// The provider's link to other HCA contexts on this host: packets for
+// (DLID, QPN) go into the inbox ring of the process that owns that QP. The
+// daemon says which inbox that is; answers are cached per destination.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common/control_channel.h"
+#include "transport/engine/packet_sink.h"
+#include "transport/link/shm_ring.h"
+
+namespace ibemu::provider {
+
+class ShmLink : public engine::PacketSink {
+ public:
+  explicit ShmLink(ControlClient* daemon) : daemon_(daemon) {}
+
+  void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                size_t len) noexcept override;
+
+ private:
+  struct Route {
+    std::shared_ptr<link::ShmRing> ring;  // null: destination unknown (drop)
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::shared_ptr<link::ShmRing> resolve(uint16_t dlid, uint32_t dest_qp) noexcept;
+
+  ControlClient* daemon_;
+  std::mutex mutex_;
+  std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
+  std::map<uint64_t, std::weak_ptr<link::ShmRing>> by_owner_;  // daemon session → ring
+};
+
+}  // namespace ibemu::provider

@@ -1,0 +1,480 @@
+// The provider's verbs, on the C++ side of provider/core_api.h: argument
+// checks with the errno a hardware provider returns, conversion between
+// rdma-core's structures and the engine's, and the daemon requests that
+// objects need (QP numbers).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "provider/core/provider_context.h"
+#include "provider/core_api.h"
+
+using namespace ibemu;
+using namespace ibemu::engine;
+
+struct ibemu_core_context {
+  provider::ProviderContext ctx;
+  std::atomic<uint32_t> next_pd{1};
+};
+
+struct ibemu_core_cq {
+  ibemu_core_context* owner = nullptr;
+  std::unique_ptr<CompletionQueue> cq;
+  std::atomic<int> users{0};  // QPs attached: destroy is refused while > 0
+  int channel_write_fd = -1;
+};
+
+struct ibemu_core_qp {
+  ibemu_core_context* owner = nullptr;
+  std::shared_ptr<Qp> qp;
+  ibemu_core_cq* send_cq = nullptr;
+  ibemu_core_cq* recv_cq = nullptr;
+  QpInit init;
+};
+
+// The engine's enums carry the verbs ABI's values.
+static_assert(static_cast<int>(WcStatus::kRetryExcErr) == IBV_WC_RETRY_EXC_ERR);
+static_assert(static_cast<int>(WcStatus::kRnrRetryExcErr) == IBV_WC_RNR_RETRY_EXC_ERR);
+static_assert(static_cast<int>(WcStatus::kWrFlushErr) == IBV_WC_WR_FLUSH_ERR);
+static_assert(static_cast<int>(WcStatus::kRemAccessErr) == IBV_WC_REM_ACCESS_ERR);
+static_assert(static_cast<int>(WcOpcode::kRecvRdmaWithImm) == IBV_WC_RECV_RDMA_WITH_IMM);
+static_assert(static_cast<int>(WrOpcode::kSendWithInv) == IBV_WR_SEND_WITH_INV);
+static_assert(kQpDestQpn == IBV_QP_DEST_QPN && kQpMaxDestRdAtomic == IBV_QP_MAX_DEST_RD_ATOMIC);
+static_assert(kSendInline == IBV_SEND_INLINE && kSendSignaled == IBV_SEND_SIGNALED);
+static_assert(kAccessRemoteAtomic == IBV_ACCESS_REMOTE_ATOMIC);
+static_assert(static_cast<int>(QpState::kErr) == IBV_QPS_ERR);
+static_assert(kWcWithImm == IBV_WC_WITH_IMM && kWcGrh == IBV_WC_GRH);
+
+extern "C" {
+
+ibemu_core_context* ibemu_core_open(const char* ibdev_name, int* async_fd, int* err) {
+  auto* c = new (std::nothrow) ibemu_core_context;
+  if (!c) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  if ((*err = c->ctx.open(ibdev_name))) {
+    delete c;
+    return nullptr;
+  }
+  *async_fd = c->ctx.async_read_fd();
+  return c;
+}
+
+void ibemu_core_close(ibemu_core_context* c) { delete c; }
+
+int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, size_t size) {
+  if (size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex attr{};
+  const DeviceStateView& d = c->ctx.device();
+  ibv_device_attr& a = attr.orig_attr;
+  std::snprintf(a.fw_ver, sizeof(a.fw_ver), "%s", d.fw_ver);
+  a.node_guid = htobe64(d.node_guid);
+  a.sys_image_guid = htobe64(d.sys_image_guid);
+  a.max_mr_size = DeviceLimits::kMaxMrSize;
+  a.page_size_cap = 0xfffff000;
+  a.vendor_id = d.vendor_id;
+  a.vendor_part_id = d.vendor_part_id;
+  a.hw_ver = d.hw_ver;
+  a.max_qp = DeviceLimits::kMaxQp;
+  a.max_qp_wr = DeviceLimits::kMaxQpWr;
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT;
+  a.max_sge = DeviceLimits::kMaxSge;
+  a.max_sge_rd = DeviceLimits::kMaxSge;
+  a.max_cq = DeviceLimits::kMaxCq;
+  a.max_cqe = DeviceLimits::kMaxCqe;
+  a.max_mr = DeviceLimits::kMaxMr;
+  a.max_pd = DeviceLimits::kMaxPd;
+  a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
+  a.max_qp_init_rd_atom = DeviceLimits::kMaxQpInitRdAtom;
+  a.max_res_rd_atom = DeviceLimits::kMaxQpRdAtom * DeviceLimits::kMaxQp;
+  a.atomic_cap = IBV_ATOMIC_NONE;  // READ and atomics arrive with the complete RC transport
+  a.max_pkeys = 1;
+  a.local_ca_ack_delay = 8;
+  a.phys_port_cnt = static_cast<uint8_t>(d.num_ports);
+  attr.max_dm_size = 0;
+  std::memcpy(out, &attr, std::min(size, sizeof(attr)));
+  return 0;
+}
+
+int ibemu_core_query_port(ibemu_core_context* c, uint8_t port, ibv_port_attr* out) {
+  if (port < 1 || port > c->ctx.num_ports()) return EINVAL;
+  PortStateView v = c->ctx.port_view(port);
+  ibv_port_attr a{};
+  a.state = static_cast<ibv_port_state>(v.state);
+  a.max_mtu = static_cast<ibv_mtu>(v.max_mtu);
+  a.active_mtu = static_cast<ibv_mtu>(v.active_mtu);
+  a.gid_tbl_len = 1;
+  a.port_cap_flags = v.cap_mask;
+  a.max_msg_sz = DeviceLimits::kMaxMsgSize;
+  a.bad_pkey_cntr = 0;
+  a.qkey_viol_cntr = 0;
+  a.pkey_tbl_len = 1;
+  a.lid = v.lid;
+  a.sm_lid = v.sm_lid;
+  a.lmc = v.lmc;
+  a.max_vl_num = 1;  // VL0 only
+  a.sm_sl = v.sm_sl;
+  a.subnet_timeout = 18;
+  a.init_type_reply = 0;
+  a.active_width = v.active_width;
+  a.active_speed = v.active_speed;
+  a.phys_state = v.phys_state;
+  a.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  *out = a;
+  return 0;
+}
+
+uint32_t ibemu_core_alloc_pd(ibemu_core_context* c) { return c->next_pd++; }
+
+int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t length, uint64_t iova,
+                      int access, uint32_t* key) {
+  constexpr int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                             IBV_ACCESS_RELAXED_ORDERING;
+  if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;  // ODP is not advertised
+  if (access & ~kSupported) return EINVAL;
+  // IBA 10.6.3.1 (C10-86): remote write or atomic access needs local write.
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (!addr && length) return EINVAL;
+  *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
+                                   static_cast<uint32_t>(access));
+  return 0;
+}
+
+int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
+  return c->ctx.engine().mrs().remove(key) ? 0 : EINVAL;
+}
+
+ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq, int channel_fd,
+                                    int* err) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > DeviceLimits::kMaxCqe) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  auto* cq = new (std::nothrow) ibemu_core_cq;
+  if (!cq) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  cq->owner = c;
+  if (channel_fd >= 0) {
+    // The channel fd is a pipe's read end; reopening it through /proc gives a
+    // write end of the same pipe that this CQ owns.
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/self/fd/%d", channel_fd);
+    cq->channel_write_fd = ::open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (cq->channel_write_fd < 0) {
+      *err = errno;
+      delete cq;
+      return nullptr;
+    }
+  }
+  int wfd = cq->channel_write_fd;
+  auto notify = [wfd, ibcq] {
+    if (wfd < 0) return;
+    uint64_t handle = reinterpret_cast<uintptr_t>(ibcq);  // ib_uverbs_comp_event_desc
+    if (write(wfd, &handle, sizeof(handle)) < 0) {
+      // Pipe full: the application has not read earlier events; a real HCA
+      // would also coalesce them.
+    }
+  };
+  cq->cq = std::make_unique<CompletionQueue>(static_cast<uint32_t>(cqe), notify);
+  return cq;
+}
+
+int ibemu_core_destroy_cq(ibemu_core_cq* cq) {
+  if (cq->users.load() > 0) return EBUSY;
+  if (cq->channel_write_fd >= 0) close(cq->channel_write_fd);
+  delete cq;
+  return 0;
+}
+
+int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
+  if (n < 0) return -EINVAL;
+  Completion batch[64];
+  int total = 0;
+  while (total < n) {
+    int got = cq->cq->poll(std::min(n - total, 64), batch);
+    for (int i = 0; i < got; ++i) {
+      const Completion& c = batch[i];
+      ibv_wc& w = wc[total + i];
+      std::memset(&w, 0, sizeof(w));
+      w.wr_id = c.wr_id;
+      w.status = static_cast<ibv_wc_status>(c.status);
+      w.opcode = static_cast<ibv_wc_opcode>(c.opcode);
+      w.vendor_err = c.vendor_err;
+      w.byte_len = c.byte_len;
+      w.imm_data = c.imm_data;
+      w.qp_num = c.qp_num;
+      w.src_qp = c.src_qp;
+      w.wc_flags = c.wc_flags;
+      w.pkey_index = c.pkey_index;
+      w.slid = c.slid;
+      w.sl = c.sl;
+      w.dlid_path_bits = c.dlid_path_bits;
+    }
+    total += got;
+    if (got < 64) break;
+  }
+  return total;
+}
+
+int ibemu_core_req_notify_cq(ibemu_core_cq* cq, int solicited_only) {
+  cq->cq->arm(solicited_only != 0);
+  return 0;
+}
+
+int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > DeviceLimits::kMaxCqe) return EINVAL;
+  return cq->cq->resize(static_cast<uint32_t>(cqe));
+}
+
+ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp_init_attr_ex* attr, uint32_t pd,
+                                    ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq, uint32_t* qpn,
+                                    int* err) {
+  *err = 0;
+  QpType type;
+  switch (attr->qp_type) {
+    case IBV_QPT_RC: type = QpType::kRc; break;
+    case IBV_QPT_UC: type = QpType::kUc; break;
+    default: *err = EOPNOTSUPP; return nullptr;  // UD, XRC: not offered by this HCA yet
+  }
+  if (attr->srq) *err = EOPNOTSUPP;  // SRQs are not offered yet (max_srq = 0)
+  if (!send_cq || !recv_cq) *err = EINVAL;
+  ibv_qp_cap& cap = attr->cap;
+  if (cap.max_send_wr > DeviceLimits::kMaxQpWr || cap.max_recv_wr > DeviceLimits::kMaxQpWr ||
+      cap.max_send_sge > DeviceLimits::kMaxSge || cap.max_recv_sge > DeviceLimits::kMaxSge ||
+      cap.max_inline_data > DeviceLimits::kMaxInlineData)
+    *err = EINVAL;
+  if (*err) return nullptr;
+  // Report what was granted, as hardware providers do (at least 1 of each).
+  cap.max_send_wr = std::max(cap.max_send_wr, 1u);
+  cap.max_recv_wr = std::max(cap.max_recv_wr, 1u);
+  cap.max_send_sge = std::max(cap.max_send_sge, 1u);
+  cap.max_recv_sge = std::max(cap.max_recv_sge, 1u);
+  cap.max_inline_data = std::max(cap.max_inline_data, 64u);
+
+  Json reply;
+  if (c->ctx.daemon().request({{"op", "create_qp"}, {"device", c->ctx.device_index()}}, &reply) ||
+      !reply.value("ok", false)) {
+    *err = reply.value("errno", ENOMEM);
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) ibemu_core_qp;
+  if (!q) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  q->owner = c;
+  q->init.type = type;
+  q->init.qpn = reply["qpn"].get<uint32_t>();
+  q->init.pd = pd;
+  q->init.send_cq = send_cq->cq.get();
+  q->init.recv_cq = recv_cq->cq.get();
+  q->init.max_send_wr = cap.max_send_wr;
+  q->init.max_recv_wr = cap.max_recv_wr;
+  q->init.max_send_sge = cap.max_send_sge;
+  q->init.max_recv_sge = cap.max_recv_sge;
+  q->init.max_inline_data = cap.max_inline_data;
+  q->init.sq_sig_all = attr->sq_sig_all;
+  q->send_cq = send_cq;
+  q->recv_cq = recv_cq;
+  auto* ctx = &c->ctx;
+  q->qp = c->ctx.engine().create_qp(q->init, [ctx](uint32_t qpn, QpEvent ev) {
+    ctx->post_async_event(qpn, static_cast<uint32_t>(ev));
+  });
+  send_cq->users++;
+  recv_cq->users++;
+  *qpn = q->init.qpn;
+  return q;
+}
+
+int ibemu_core_destroy_qp(ibemu_core_qp* q) {
+  ibemu_core_context* c = q->owner;
+  c->ctx.engine().destroy_qp(q->init.qpn);
+  Json reply;
+  c->ctx.daemon().request(
+      {{"op", "destroy_qp"}, {"device", c->ctx.device_index()}, {"qpn", q->init.qpn}}, &reply);
+  q->send_cq->cq->purge_qp(q->init.qpn);
+  q->recv_cq->cq->purge_qp(q->init.qpn);
+  q->send_cq->users--;
+  q->recv_cq->users--;
+  delete q;
+  return 0;
+}
+
+static AddressVector to_av(const ibv_ah_attr& a) {
+  AddressVector av;
+  av.dlid = a.dlid;
+  av.sl = a.sl;
+  av.src_path_bits = a.src_path_bits;
+  av.port_num = a.port_num;
+  av.is_global = a.is_global;
+  std::memcpy(av.dgid.data(), a.grh.dgid.raw, 16);
+  av.flow_label = a.grh.flow_label;
+  av.sgid_index = a.grh.sgid_index;
+  av.hop_limit = a.grh.hop_limit;
+  av.traffic_class = a.grh.traffic_class;
+  return av;
+}
+
+static ibv_ah_attr from_av(const AddressVector& av) {
+  ibv_ah_attr a{};
+  a.dlid = av.dlid;
+  a.sl = av.sl;
+  a.src_path_bits = av.src_path_bits;
+  a.port_num = av.port_num;
+  a.is_global = av.is_global;
+  std::memcpy(a.grh.dgid.raw, av.dgid.data(), 16);
+  a.grh.flow_label = av.flow_label;
+  a.grh.sgid_index = av.sgid_index;
+  a.grh.hop_limit = av.hop_limit;
+  a.grh.traffic_class = av.traffic_class;
+  return a;
+}
+
+int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
+  QpAttr attr;
+  attr.qp_state = static_cast<QpState>(a->qp_state);
+  attr.cur_qp_state = static_cast<QpState>(a->cur_qp_state);
+  attr.path_mtu = a->path_mtu;
+  attr.qkey = a->qkey;
+  attr.rq_psn = a->rq_psn;
+  attr.sq_psn = a->sq_psn;
+  attr.dest_qp_num = a->dest_qp_num;
+  attr.qp_access_flags = a->qp_access_flags;
+  attr.ah = to_av(a->ah_attr);
+  attr.pkey_index = a->pkey_index;
+  attr.max_rd_atomic = a->max_rd_atomic;
+  attr.max_dest_rd_atomic = a->max_dest_rd_atomic;
+  attr.min_rnr_timer = a->min_rnr_timer;
+  attr.port_num = a->port_num;
+  attr.timeout = a->timeout;
+  attr.retry_cnt = a->retry_cnt;
+  attr.rnr_retry = a->rnr_retry;
+  if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) return EINVAL;
+  if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > q->owner->ctx.num_ports()))
+    return EINVAL;
+  if ((mask & IBV_QP_PATH_MTU) &&
+      a->path_mtu > q->owner->ctx.port_view(q->qp->query().port_num ? q->qp->query().port_num : 1)
+                        .max_mtu)
+    return EINVAL;
+  return q->qp->modify(attr, static_cast<uint32_t>(mask));
+}
+
+int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_attr* init) {
+  QpAttr a = q->qp->query();
+  ibv_qp_attr r{};
+  r.qp_state = static_cast<ibv_qp_state>(a.qp_state);
+  r.cur_qp_state = static_cast<ibv_qp_state>(a.cur_qp_state);
+  r.path_mtu = static_cast<ibv_mtu>(a.path_mtu);
+  r.path_mig_state = IBV_MIG_MIGRATED;
+  r.qkey = a.qkey;
+  r.rq_psn = a.rq_psn;
+  r.sq_psn = a.sq_psn;
+  r.dest_qp_num = a.dest_qp_num;
+  r.qp_access_flags = a.qp_access_flags;
+  r.cap.max_send_wr = a.max_send_wr;
+  r.cap.max_recv_wr = a.max_recv_wr;
+  r.cap.max_send_sge = a.max_send_sge;
+  r.cap.max_recv_sge = a.max_recv_sge;
+  r.cap.max_inline_data = a.max_inline_data;
+  r.ah_attr = from_av(a.ah);
+  r.pkey_index = a.pkey_index;
+  r.sq_draining = a.sq_draining;
+  r.max_rd_atomic = a.max_rd_atomic;
+  r.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  r.min_rnr_timer = a.min_rnr_timer;
+  r.port_num = a.port_num;
+  r.timeout = a.timeout;
+  r.retry_cnt = a.retry_cnt;
+  r.rnr_retry = a.rnr_retry;
+  *out = r;
+  if (init) {
+    init->cap = r.cap;
+    init->sq_sig_all = q->init.sq_sig_all;
+    init->qp_type = q->init.type == QpType::kRc ? IBV_QPT_RC : IBV_QPT_UC;
+  }
+  return 0;
+}
+
+int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  // Converted in small batches on the stack: posting never allocates.
+  constexpr int kBatch = 8;
+  SendWqe batch[kBatch];
+  while (wr) {
+    ibv_send_wr* first = wr;
+    int n = 0;
+    for (; wr && n < kBatch; wr = wr->next, ++n) {
+      SendWqe& w = batch[n];
+      if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(DeviceLimits::kMaxSge)) {
+        *bad = wr;
+        return EINVAL;
+      }
+      w.wr_id = wr->wr_id;
+      w.opcode = static_cast<WrOpcode>(wr->opcode);
+      w.flags = wr->send_flags;
+      w.imm_or_rkey = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
+      w.num_sge = wr->num_sge;
+      for (int s = 0; s < wr->num_sge; ++s)
+        w.sge[s] = Sge{wr->sg_list[s].addr, wr->sg_list[s].length, wr->sg_list[s].lkey};
+      w.remote_addr = wr->wr.rdma.remote_addr;
+      w.rkey = wr->wr.rdma.rkey;
+      if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        w.remote_addr = wr->wr.atomic.remote_addr;
+        w.rkey = wr->wr.atomic.rkey;
+        w.compare_add = wr->wr.atomic.compare_add;
+        w.swap = wr->wr.atomic.swap;
+      }
+    }
+    int bad_index = -1;
+    int err = q->qp->post_send(batch, n, &bad_index);
+    if (err) {
+      ibv_send_wr* b = first;
+      for (int i = 0; i < bad_index && b; ++i) b = b->next;
+      *bad = b;
+      return err;
+    }
+  }
+  return 0;
+}
+
+int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  constexpr int kBatch = 8;
+  RecvWqe batch[kBatch];
+  while (wr) {
+    ibv_recv_wr* first = wr;
+    int n = 0;
+    for (; wr && n < kBatch; wr = wr->next, ++n) {
+      if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(DeviceLimits::kMaxSge)) {
+        *bad = wr;
+        return EINVAL;
+      }
+      RecvWqe& w = batch[n];
+      w.wr_id = wr->wr_id;
+      w.num_sge = wr->num_sge;
+      for (int s = 0; s < wr->num_sge; ++s)
+        w.sge[s] = Sge{wr->sg_list[s].addr, wr->sg_list[s].length, wr->sg_list[s].lkey};
+    }
+    int bad_index = -1;
+    int err = q->qp->post_recv(batch, n, &bad_index);
+    if (err) {
+      ibv_recv_wr* b = first;
+      for (int i = 0; i < bad_index && b; ++i) b = b->next;
+      *bad = b;
+      return err;
+    }
+  }
+  return 0;
+}
+
+}  // extern "C"

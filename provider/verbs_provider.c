@@ -1,0 +1,336 @@
+/*
+ * libibemu-rdmav34.so: the rdma-core provider of ibemu's emulated HCAs. This
+ * file is the glue libibverbs sees — device matching, the context, and one
+ * small wrapper per verb that finds ibemu's object with container_of and
+ * calls the C++ core (provider/core_api.h). It is C because libibverbs'
+ * private structures (provider/verbs_driver.h) are.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "provider/core_api.h"
+#include "provider/verbs_driver.h"
+
+/* The per-device driver ABI the daemon writes in sysfs (uverbsN/abi_version). */
+#define IBEMU_DRIVER_ABI 1
+
+struct ibemu_device {
+  struct verbs_device vdev;
+};
+
+struct ibemu_context {
+  struct verbs_context vctx;
+  struct ibemu_core_context *core;
+};
+
+struct ibemu_pd {
+  struct ibv_pd pd;
+  uint32_t id;
+};
+
+struct ibemu_cq {
+  struct verbs_cq vcq;
+  struct ibemu_core_cq *core;
+};
+
+struct ibemu_qp {
+  struct verbs_qp vqp;
+  struct ibemu_core_qp *core;
+};
+
+static struct ibemu_context *to_ctx(struct ibv_context *c) {
+  return IBEMU_CONTAINER_OF(c, struct ibemu_context, vctx.context);
+}
+static struct ibemu_pd *to_pd(struct ibv_pd *p) { return IBEMU_CONTAINER_OF(p, struct ibemu_pd, pd); }
+static struct ibemu_cq *to_cq(struct ibv_cq *c) {
+  return IBEMU_CONTAINER_OF(c, struct ibemu_cq, vcq.cq);
+}
+static struct ibemu_qp *to_qp(struct ibv_qp *q) {
+  return IBEMU_CONTAINER_OF(q, struct ibemu_qp, vqp.qp);
+}
+
+/* ---- device ---- */
+
+static bool ibemu_match_device(struct verbs_sysfs_dev *sysfs_dev) {
+  return strncmp(sysfs_dev->ibdev_name, "ibemu", 5) == 0;
+}
+
+static struct verbs_device *ibemu_alloc_device(struct verbs_sysfs_dev *sysfs_dev) {
+  (void)sysfs_dev;
+  struct ibemu_device *dev = calloc(1, sizeof(*dev));
+  return dev ? &dev->vdev : NULL;
+}
+
+static void ibemu_uninit_device(struct verbs_device *vdev) {
+  free(IBEMU_CONTAINER_OF(vdev, struct ibemu_device, vdev));
+}
+
+/* ---- context ---- */
+
+static int ibemu_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+                                 struct ibv_device_attr_ex *attr, size_t attr_size) {
+  if (in && in->comp_mask) return EINVAL;
+  return ibemu_core_query_device_ex(to_ctx(c)->core, attr, attr_size);
+}
+
+static int ibemu_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr) {
+  return ibemu_core_query_port(to_ctx(c)->core, port, attr);
+}
+
+static struct ibv_pd *ibemu_alloc_pd(struct ibv_context *c) {
+  struct ibemu_pd *pd = calloc(1, sizeof(*pd));
+  if (!pd) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  pd->id = ibemu_core_alloc_pd(to_ctx(c)->core);
+  pd->pd.handle = pd->id;
+  return &pd->pd;
+}
+
+static int ibemu_dealloc_pd(struct ibv_pd *pd) {
+  free(to_pd(pd));
+  return 0;
+}
+
+static struct ibv_mr *ibemu_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va,
+                                   int access) {
+  struct verbs_mr *vmr = calloc(1, sizeof(*vmr));
+  uint32_t key;
+  int err;
+  if (!vmr) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  err = ibemu_core_reg_mr(to_ctx(pd->context)->core, to_pd(pd)->id, addr, length, hca_va, access,
+                          &key);
+  if (err) {
+    free(vmr);
+    errno = err;
+    return NULL;
+  }
+  vmr->ibv_mr.lkey = key;
+  vmr->ibv_mr.rkey = key;
+  vmr->ibv_mr.handle = key;
+  vmr->access = access;
+  return &vmr->ibv_mr;
+}
+
+static int ibemu_dereg_mr(struct verbs_mr *vmr) {
+  int err = ibemu_core_dereg_mr(to_ctx(vmr->ibv_mr.context)->core, vmr->ibv_mr.lkey);
+  if (err) return err;
+  free(vmr);
+  return 0;
+}
+
+static struct ibv_cq *ibemu_create_cq(struct ibv_context *c, int cqe,
+                                      struct ibv_comp_channel *channel, int comp_vector) {
+  struct ibemu_cq *cq;
+  int err;
+  if (comp_vector < 0 || comp_vector >= c->num_comp_vectors) {
+    errno = EINVAL;
+    return NULL;
+  }
+  cq = calloc(1, sizeof(*cq));
+  if (!cq) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  cq->core = ibemu_core_create_cq(to_ctx(c)->core, cqe, &cq->vcq.cq, channel ? channel->fd : -1,
+                                  &err);
+  if (!cq->core) {
+    free(cq);
+    errno = err;
+    return NULL;
+  }
+  cq->vcq.cq.cqe = cqe;
+  return &cq->vcq.cq;
+}
+
+static int ibemu_destroy_cq(struct ibv_cq *ibcq) {
+  struct ibemu_cq *cq = to_cq(ibcq);
+  int err = ibemu_core_destroy_cq(cq->core);
+  if (err) return err;
+  free(cq);
+  return 0;
+}
+
+static int ibemu_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  return ibemu_core_poll_cq(to_cq(cq)->core, n, wc);
+}
+
+static int ibemu_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
+  return ibemu_core_req_notify_cq(to_cq(cq)->core, solicited_only);
+}
+
+static void ibemu_cq_event(struct ibv_cq *cq) { (void)cq; }
+
+static int ibemu_resize_cq(struct ibv_cq *cq, int cqe) {
+  int err = ibemu_core_resize_cq(to_cq(cq)->core, cqe);
+  if (!err) cq->cqe = cqe;
+  return err;
+}
+
+static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr) {
+  struct ibemu_qp *qp;
+  uint32_t qpn;
+  int err;
+  if (!attr->pd || (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD))) {
+    errno = attr->pd ? EOPNOTSUPP : EINVAL;
+    return NULL;
+  }
+  qp = calloc(1, sizeof(*qp));
+  if (!qp) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  qp->core = ibemu_core_create_qp(to_ctx(c)->core, attr, to_pd(attr->pd)->id,
+                                  attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
+                                  attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL, &qpn, &err);
+  if (!qp->core) {
+    free(qp);
+    errno = err;
+    return NULL;
+  }
+  struct ibv_qp *q = &qp->vqp.qp;
+  q->context = c;
+  q->qp_context = attr->qp_context;
+  q->pd = attr->pd;
+  q->send_cq = attr->send_cq;
+  q->recv_cq = attr->recv_cq;
+  q->srq = attr->srq;
+  q->qp_type = attr->qp_type;
+  q->state = IBV_QPS_RESET;
+  q->qp_num = qpn;
+  q->handle = qpn;
+  q->events_completed = 0;
+  pthread_mutex_init(&q->mutex, NULL);
+  pthread_cond_init(&q->cond, NULL);
+  return q;
+}
+
+static struct ibv_qp *ibemu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr) {
+  struct ibv_qp_init_attr_ex ex;
+  struct ibv_qp *qp;
+  memset(&ex, 0, sizeof(ex));
+  ex.qp_context = attr->qp_context;
+  ex.send_cq = attr->send_cq;
+  ex.recv_cq = attr->recv_cq;
+  ex.srq = attr->srq;
+  ex.cap = attr->cap;
+  ex.qp_type = attr->qp_type;
+  ex.sq_sig_all = attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  qp = create_qp_common(pd->context, &ex);
+  if (qp) attr->cap = ex.cap;
+  return qp;
+}
+
+static struct ibv_qp *ibemu_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr) {
+  return create_qp_common(c, attr);
+}
+
+static int ibemu_destroy_qp(struct ibv_qp *ibqp) {
+  struct ibemu_qp *qp = to_qp(ibqp);
+  int err = ibemu_core_destroy_qp(qp->core);
+  if (err) return err;
+  free(qp);
+  return 0;
+}
+
+static int ibemu_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  int err = ibemu_core_modify_qp(to_qp(qp)->core, attr, mask);
+  if (!err && (mask & IBV_QP_STATE)) qp->state = attr->qp_state;
+  return err;
+}
+
+static int ibemu_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+                          struct ibv_qp_init_attr *init) {
+  int err = ibemu_core_query_qp(to_qp(qp)->core, attr, mask, init);
+  if (!err && init) {
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
+  }
+  return err;
+}
+
+static int ibemu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  return ibemu_core_post_send(to_qp(qp)->core, wr, bad);
+}
+
+static int ibemu_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  return ibemu_core_post_recv(to_qp(qp)->core, wr, bad);
+}
+
+static void ibemu_free_context(struct ibv_context *c) {
+  struct ibemu_context *ctx = to_ctx(c);
+  ibemu_core_close(ctx->core);
+  verbs_uninit_context(&ctx->vctx);
+  free(ctx);
+}
+
+static const struct verbs_context_ops ibemu_ctx_ops = {
+    .alloc_pd = ibemu_alloc_pd,
+    .cq_event = ibemu_cq_event,
+    .create_cq = ibemu_create_cq,
+    .create_qp = ibemu_create_qp,
+    .create_qp_ex = ibemu_create_qp_ex,
+    .dealloc_pd = ibemu_dealloc_pd,
+    .dereg_mr = ibemu_dereg_mr,
+    .destroy_cq = ibemu_destroy_cq,
+    .destroy_qp = ibemu_destroy_qp,
+    .free_context = ibemu_free_context,
+    .modify_qp = ibemu_modify_qp,
+    .poll_cq = ibemu_poll_cq,
+    .post_recv = ibemu_post_recv,
+    .post_send = ibemu_post_send,
+    .query_device_ex = ibemu_query_device_ex,
+    .query_port = ibemu_query_port,
+    .query_qp = ibemu_query_qp,
+    .reg_mr = ibemu_reg_mr,
+    .req_notify_cq = ibemu_req_notify_cq,
+    .resize_cq = ibemu_resize_cq,
+};
+
+static struct verbs_context *ibemu_alloc_context(struct ibv_device *ibdev, int cmd_fd,
+                                                 void *private_data) {
+  struct ibemu_context *ctx;
+  int async_fd, err;
+  (void)private_data;
+  ctx = _verbs_init_and_alloc_context(ibdev, cmd_fd, sizeof(*ctx),
+                                      &((struct ibemu_context *)NULL)->vctx, 0 /* unknown id */);
+  if (!ctx) return NULL;
+  ctx->core = ibemu_core_open(ibdev->name, &async_fd, &err);
+  if (!ctx->core) {
+    verbs_uninit_context(&ctx->vctx);
+    free(ctx);
+    errno = err;
+    return NULL;
+  }
+  /* Async events come from the core's pipe, not from a kernel. */
+  ctx->vctx.context.async_fd = async_fd;
+  ctx->vctx.context.num_comp_vectors = 1;
+  verbs_set_ops(&ctx->vctx, &ibemu_ctx_ops);
+  return &ctx->vctx;
+}
+
+static const struct verbs_device_ops ibemu_dev_ops = {
+    .name = "ibemu",
+    .match_min_abi_version = IBEMU_DRIVER_ABI,
+    .match_max_abi_version = IBEMU_DRIVER_ABI,
+    .match_device = ibemu_match_device,
+    .alloc_context = ibemu_alloc_context,
+    .alloc_device = ibemu_alloc_device,
+    .uninit_device = ibemu_uninit_device,
+};
+
+static __attribute__((constructor)) void ibemu_register_driver(void) {
+  verbs_register_driver_34(&ibemu_dev_ops);
+}

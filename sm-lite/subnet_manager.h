@@ -1,0 +1,116 @@
+#pragma once
+// ibemu-sm's logic: discover the subnet with directed-route SMPs, give every
+// CA port and switch a LID, program the switches' forwarding tables and bring
+// every port to Active (IBA 14.4 subnet manager, 14.2.5 attributes). It keeps
+// LIDs that ports already have, so an SM that takes over from one that died
+// does not renumber the subnet.
+//
+// Single-threaded: one SubnetManager per SM process, driven by its main loop.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/mad/smp.h"
+#include "common/mad/smp_attributes.h"
+#include "sm-lite/smp_transport.h"
+
+namespace ibemu::sm {
+
+using DrPath = std::vector<uint8_t>;  // egress port per hop, from the SM's port
+
+/// One port of a discovered node.
+struct SmPort {
+  int num = 0;
+  DrPath path;           // a DR path whose SMPs reach the node through this port
+                         // (for a switch: the switch's path, for every port)
+  mad::PortInfo info;    // last PortInfo read
+  bool known = false;    // its PortInfo was read (a far end seen but not reached is not)
+  bool linked = false;   // PortPhysicalState LinkUp
+  std::optional<std::pair<uint64_t, int>> remote;  // node GUID and port at the far end
+};
+
+/// One discovered node.
+struct SmNode {
+  uint64_t guid = 0;
+  mad::NodeType type = mad::NodeType::kCa;
+  int num_ports = 0;
+  std::string description;
+  DrPath path;                 // the first path it was found by
+  std::map<int, SmPort> ports; // port 0 is a switch's management port
+  uint16_t lft_top = 0;        // switches: LinearFDBTop last programmed
+};
+
+/// A LID the SM hands out: a CA port, or a switch (its port 0).
+struct SmEndpoint {
+  uint64_t node_guid = 0;
+  int port = 0;
+  uint16_t lid = 0;
+};
+
+class SubnetManager {
+ public:
+  using Log = std::function<void(const std::string&)>;
+
+  explicit SubnetManager(SmpTransport& transport, Log log = {});
+
+  /// Discovers the subnet, assigns LIDs, programs forwarding tables and
+  /// moves every linked port Init -> Armed -> Active. True when every port
+  /// it found ended Active with its LID.
+  bool sweep();
+  /// Re-reads every known port's PortInfo and each switch's PortStateChange;
+  /// true when the subnet no longer looks as the last sweep left it.
+  bool changed();
+  /// One step of the periodic loop: a full sweep when none succeeded yet or
+  /// the light check sees a change.
+  void poll();
+
+  /// What the last sweep found, in discovery order.
+  const std::vector<SmNode>& nodes() const { return nodes_; }
+  const std::vector<SmEndpoint>& endpoints() const { return endpoints_; }
+  uint16_t sm_lid() const { return sm_lid_; }
+  int sweeps() const { return sweeps_; }
+
+ private:
+  /// Sends one DR request and checks the response: nullopt (and a log line)
+  /// on timeout or a non-zero status.
+  std::optional<mad::Smp> dr(mad::Method m, mad::AttrId attr, uint32_t mod, const DrPath& path,
+                             const uint8_t* data = nullptr, size_t data_len = 0);
+  template <typename A>
+  std::optional<A> get(mad::AttrId attr, uint32_t mod, const DrPath& path);
+  template <typename A>
+  std::optional<A> set(mad::AttrId attr, uint32_t mod, const DrPath& path, const A& value);
+
+  bool discover();
+  void assign_lids();
+  bool configure_ports();
+  bool program_switches();
+  bool activate_ports();
+
+  SmNode* find(uint64_t guid);
+  /// Egress port of switch `sw` toward node `dst` (0 = itself); 0xFF when
+  /// no path through switches exists.
+  uint8_t route(const SmNode& sw, uint64_t dst) const;
+  /// Sets PortInfo of one port: `state` to move to (kNop = stay), LID fields
+  /// from the endpoint table where it has a LID.
+  bool set_port(SmNode& n, int port, PortState state);
+  /// The ports the SM configures: every CA port it reached, each switch's
+  /// port 0, and switch ports with a link.
+  static bool managed(const SmNode& n, int num, const SmPort& p);
+  void log(const std::string& line) const;
+
+  SmpTransport& transport_;
+  Log log_;
+  uint64_t next_tid_;
+  std::vector<SmNode> nodes_;
+  std::vector<SmEndpoint> endpoints_;
+  uint64_t sm_node_guid_ = 0;
+  int sm_port_num_ = 0;
+  uint16_t sm_lid_ = 0;
+  int sweeps_ = 0;
+  bool swept_ok_ = false;
+};
+
+}  // namespace ibemu::sm

@@ -1,0 +1,39 @@
+#pragma once
+// A completion queue. Producers are the QPs' engines (any thread), the consumer
+// polls from application threads; one mutex guards the ring. Arming for an
+// event (ibv_req_notify_cq) is one-shot, as on hardware (IBA 11.4.2.2).
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "transport/engine/types.h"
+
+namespace ibemu::engine {
+
+class CompletionQueue {
+ public:
+  /// `notify` runs (outside the lock) when an armed CQ gets a completion.
+  CompletionQueue(uint32_t capacity, std::function<void()> notify);
+
+  /// Adds a completion. Returns false on overrun (the CQ is then in error:
+  /// IBA 11.4.2.1 — the caller raises the CQ error event).
+  bool push(const Completion& c, bool solicited);
+  int poll(int max, Completion* out);
+  /// Arms the CQ; solicited_only arms for solicited completions only.
+  void arm(bool solicited_only);
+  int resize(uint32_t capacity);
+  uint32_t capacity() const;
+  bool overrun() const;
+  /// Removes completions of a QP being destroyed (they must not be polled later).
+  void purge_qp(uint32_t qpn);
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Completion> ring_;
+  uint32_t head_ = 0, count_ = 0;
+  enum class Armed : uint8_t { kNo, kNext, kSolicited } armed_ = Armed::kNo;
+  bool overrun_ = false;
+  std::function<void()> notify_;
+};
+
+}  // namespace ibemu::engine

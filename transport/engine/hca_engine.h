@@ -1,0 +1,51 @@
+#pragma once
+// One HCA context's transport: its QPs by number, its memory regions, and the
+// two entry points of the progress thread — an incoming packet, and the timer
+// scan. Checks that need no QP state (IBA 9.6: packet well-formed, DLID is one
+// of ours, destination QP exists) happen here before a QP sees the packet.
+#include <atomic>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "transport/engine/mr_table.h"
+#include "transport/engine/qp.h"
+
+namespace ibemu::engine {
+
+struct EngineCounters {
+  std::atomic<uint64_t> rx_packets{0}, rx_bytes{0}, tx_packets{0}, tx_bytes{0};
+  std::atomic<uint64_t> rx_malformed{0}, rx_unknown_qp{0}, rx_wrong_dlid{0};
+};
+
+class HcaEngine {
+ public:
+  HcaEngine(PacketSink* sink, const PortTable* ports);
+
+  MrTable& mrs() { return mrs_; }
+  EngineCounters& counters() { return counters_; }
+
+  std::shared_ptr<Qp> create_qp(const QpInit& init,
+                                std::function<void(uint32_t, QpEvent)> on_event);
+  void destroy_qp(uint32_t qpn);
+  std::shared_ptr<Qp> find_qp(uint32_t qpn) const;
+
+  /// Progress thread: one received packet (bytes may be reused after return).
+  void receive(const uint8_t* data, size_t len) noexcept;
+  /// Progress thread: runs timers; returns the earliest next deadline or 0.
+  Nanos run_timers(Nanos now) noexcept;
+
+  /// Whether the link verifies ICRC/VCRC of received packets.
+  void set_verify_crcs(bool v) { verify_crcs_ = v; }
+
+ private:
+  PacketSink* sink_;
+  const PortTable* ports_;
+  MrTable mrs_;
+  EngineCounters counters_;
+  mutable std::shared_mutex qps_mutex_;
+  std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps_;
+  bool verify_crcs_ = true;
+};
+
+}  // namespace ibemu::engine

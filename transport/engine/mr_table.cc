@@ -1,0 +1,91 @@
+#include "transport/engine/mr_table.h"
+
+#include <mutex>
+
+namespace ibemu::engine {
+
+uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length,
+                      uint32_t access) {
+  std::unique_lock lock(mutex_);
+  // Random keys: a peer cannot derive one key from another (0 is never a key).
+  uint32_t key;
+  do {
+    key = rng_();
+  } while (key == 0 || regions_.count(key));
+  regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access};
+  return key;
+}
+
+bool MrTable::remove(uint32_t key) {
+  std::unique_lock lock(mutex_);
+  return regions_.erase(key) > 0;
+}
+
+size_t MrTable::size() const {
+  std::shared_lock lock(mutex_);
+  return regions_.size();
+}
+
+MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                       uint8_t** out) const {
+  std::shared_lock lock(mutex_);
+  auto it = regions_.find(key);
+  if (it == regions_.end()) return MrCheck::kBadKey;
+  const MemoryRegion& mr = it->second;
+  if (mr.pd != pd) return MrCheck::kBadPd;
+  // Overflow-safe bounds: va in [iova, iova+length) and len fits after it.
+  if (va < mr.iova || va - mr.iova > mr.length || len > mr.length - (va - mr.iova))
+    return MrCheck::kOutOfBounds;
+  if ((mr.access & need) != need) return MrCheck::kNoAccess;
+  *out = mr.addr + (va - mr.iova);
+  return MrCheck::kOk;
+}
+
+MrCheck MrTable::local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need,
+                       uint8_t** out) const {
+  return check(lkey, pd, addr, len, need, out);
+}
+
+MrCheck MrTable::remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                        uint8_t** out) const {
+  return check(rkey, pd, va, len, need, out);
+}
+
+namespace {
+// Walks the SGEs from message offset `offset` for `len` bytes, calling
+// fn(local_ptr, flat_pos, n) for each contiguous piece.
+template <typename Fn>
+MrCheck for_each_piece(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
+                       uint64_t offset, uint32_t len, uint32_t need, Fn fn) {
+  uint32_t done = 0;
+  for (int i = 0; i < num_sge && done < len; ++i) {
+    const Sge& s = sges[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len - done));
+    uint8_t* p;
+    MrCheck c = mrs.local(s.lkey, pd, s.addr + offset, n, need, &p);
+    if (c != MrCheck::kOk) return c;
+    fn(p, done, n);
+    done += n;
+    offset = 0;
+  }
+  return done == len ? MrCheck::kOk : MrCheck::kOutOfBounds;
+}
+}  // namespace
+
+MrCheck copy_to_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
+                     uint64_t offset, const uint8_t* src, uint32_t len) {
+  return for_each_piece(mrs, pd, sges, num_sge, offset, len, kAccessLocalWrite,
+                        [src](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(p, src + pos, n); });
+}
+
+MrCheck copy_from_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
+                       uint64_t offset, uint8_t* dst, uint32_t len) {
+  return for_each_piece(mrs, pd, sges, num_sge, offset, len, 0,
+                        [dst](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(dst + pos, p, n); });
+}
+
+}  // namespace ibemu::engine

@@ -1,0 +1,59 @@
+#pragma once
+// Memory regions of one HCA context: the keys a responder checks (IBA 10.6.3.2:
+// key, PD, bounds, access) before it touches memory. Registration happens on
+// application threads while the progress thread looks keys up, hence the
+// reader/writer lock; lookups never allocate.
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "transport/engine/types.h"
+
+namespace ibemu::engine {
+
+struct MemoryRegion {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint32_t pd = 0;
+  uint64_t iova = 0;       // the address the peer uses (== addr unless rereg'd / zero-based)
+  uint8_t* addr = nullptr; // where the bytes are in this process
+  uint64_t length = 0;
+  uint32_t access = 0;
+};
+
+/// Why a memory access was refused; the caller maps it to its WC status/NAK.
+enum class MrCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
+
+class MrTable {
+ public:
+  /// Registers a region; returns its key (lkey == rkey, as on ConnectX).
+  uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access);
+  bool remove(uint32_t key);
+  size_t size() const;
+
+  /// Checks a local access through an lkey (an SGE) and returns where it lands.
+  MrCheck local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need_access,
+                uint8_t** out) const;
+  /// Checks a remote access through an rkey (RETH / AtomicETH).
+  MrCheck remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need_access,
+                 uint8_t** out) const;
+
+ private:
+  MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                uint8_t** out) const;
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<uint32_t, MemoryRegion> regions_;
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+/// Copies between an SGE list and a flat buffer, checking each SGE's lkey.
+/// `offset` is the byte position in the message. Returns kOk or the first failure.
+MrCheck copy_to_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge, uint64_t offset,
+                     const uint8_t* src, uint32_t len);
+MrCheck copy_from_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
+                       uint64_t offset, uint8_t* dst, uint32_t len);
+
+}  // namespace ibemu::engine

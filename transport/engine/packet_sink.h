@@ -1,0 +1,34 @@
+#pragma once
+// Where the engine sends finished packets and how it learns its ports' own
+// addresses. The provider implements both over shared-memory rings and the
+// state page; unit tests implement them with a fake link.
+#include <cstddef>
+#include <cstdint>
+
+namespace ibemu::engine {
+
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  /// Delivers one finished IBA packet toward (dlid, dest_qp). Dropping is
+  /// allowed (the RC transport retransmits); this never blocks for long.
+  virtual void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                        size_t len) noexcept = 0;
+};
+
+struct PortAddress {
+  uint16_t lid = 0;
+  uint8_t lmc = 0;
+  uint8_t active_mtu = 5;
+  uint64_t subnet_prefix = 0;
+  uint64_t port_guid = 0;
+  bool active = false;
+};
+
+class PortTable {
+ public:
+  virtual ~PortTable() = default;
+  virtual PortAddress port(uint8_t port_num) const noexcept = 0;
+};
+
+}  // namespace ibemu::engine

@@ -1,0 +1,253 @@
+#include "transport/engine/qp.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "transport/engine/qp_state_machine.h"
+#include "transport/wire/psn.h"
+
+namespace ibemu::engine {
+
+Qp::Qp(const QpInit& init, const QpEnv& env) : init_(init), env_(env) {
+  attr_.max_send_wr = init.max_send_wr;
+  attr_.max_recv_wr = init.max_recv_wr;
+  attr_.max_send_sge = init.max_send_sge;
+  attr_.max_recv_sge = init.max_recv_sge;
+  attr_.max_inline_data = init.max_inline_data;
+  sq_.reset(init.max_send_wr);
+  rq_.reset(init.max_recv_wr);
+}
+
+uint32_t Qp::mtu_bytes() const noexcept { return 128u << attr_.path_mtu; }
+
+// IBA 10.8.2: the send queue is processed in RTS (and drained in SQD).
+bool Qp::sq_can_send() const noexcept {
+  return attr_.qp_state == QpState::kRts || attr_.qp_state == QpState::kSqd;
+}
+
+// IBA 10.3.1: a QP accepts incoming requests from RTR on.
+bool Qp::rq_can_receive() const noexcept {
+  return attr_.qp_state == QpState::kRtr || attr_.qp_state == QpState::kRts ||
+         attr_.qp_state == QpState::kSqd || attr_.qp_state == QpState::kSqe;
+}
+
+void Qp::reset_transport_state() noexcept {
+  req_ = Requester{};
+  comp_ = Completer{};
+  resp_ = Responder{};
+  sq_.reset(init_.max_send_wr);
+  rq_.reset(init_.max_recv_wr);
+}
+
+int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
+  std::lock_guard lock(mutex_);
+  QpState from = attr_.qp_state;
+  QpState to = (mask & kQpState) ? a.qp_state : from;
+  if ((mask & kQpCurState) && a.cur_qp_state != from) return EINVAL;
+  if (int err = check_transition(init_.type, from, to, mask)) return err;
+  // Value checks (IBA 11.2.4.2): refuse before changing anything.
+  if ((mask & kQpPathMtu) && (a.path_mtu < 1 || a.path_mtu > 5)) return EINVAL;
+  if ((mask & kQpPort) && (a.port_num < 1 || !env_.ports)) return EINVAL;
+  if ((mask & kQpPort) && env_.ports->port(a.port_num).port_guid == 0) return EINVAL;
+  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > DeviceLimits::kMaxQpInitRdAtom) return EINVAL;
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > DeviceLimits::kMaxQpRdAtom)
+    return EINVAL;
+  if ((mask & kQpPkeyIndex) && a.pkey_index != 0) return EINVAL;  // one P_Key per port
+  if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
+  if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & kQpAv) && a.ah.dlid == 0 && !a.ah.is_global) return EINVAL;
+
+  if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
+  if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
+  if (mask & kQpPort) attr_.port_num = a.port_num;
+  if (mask & kQpQkey) attr_.qkey = a.qkey;
+  if (mask & kQpAv) attr_.ah = a.ah;
+  if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
+  if (mask & kQpTimeout) attr_.timeout = a.timeout;
+  if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & kQpRqPsn) {
+    attr_.rq_psn = a.rq_psn & wire::kPsnMask;
+    resp_.epsn = attr_.rq_psn;
+  }
+  if (mask & kQpMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kQpMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kQpSqPsn) {
+    attr_.sq_psn = a.sq_psn & wire::kPsnMask;
+    req_.next_psn = attr_.sq_psn;
+    comp_.acked_psn = wire::psn_add(attr_.sq_psn, wire::kPsnMask);  // sq_psn - 1
+  }
+  if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kQpDestQpn) attr_.dest_qp_num = a.dest_qp_num & wire::kPsnMask;
+
+  attr_.qp_state = to;
+  attr_.cur_qp_state = to;
+  if (to == QpState::kRts && from == QpState::kRtr) {
+    comp_.retries_left = attr_.retry_cnt;
+    comp_.rnr_retries_left = attr_.rnr_retry;
+  }
+  if (to == QpState::kReset) reset_transport_state();
+  if (to == QpState::kErr && from != QpState::kErr) {
+    flush_send_queue();
+    flush_recv_queue();
+  }
+  if (to == QpState::kRts) requester_pump();  // SQD → RTS resumes sending
+  return 0;
+}
+
+QpAttr Qp::query() noexcept {
+  std::lock_guard lock(mutex_);
+  QpAttr a = attr_;
+  a.sq_draining = false;
+  return a;
+}
+
+QpState Qp::state() noexcept {
+  std::lock_guard lock(mutex_);
+  return attr_.qp_state;
+}
+
+int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < count; ++i) {
+    const SendWqe& w = wrs[i];
+    *bad = i;
+    // IBA 10.8.2.1 / C10-29: posting to a QP in RESET, INIT or RTR is an
+    // immediate error; in ERR the WR completes with a flush error.
+    if (attr_.qp_state == QpState::kReset || attr_.qp_state == QpState::kInit ||
+        attr_.qp_state == QpState::kRtr)
+      return EINVAL;
+    if (sq_.full()) return ENOMEM;
+    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_send_sge) return EINVAL;
+    switch (w.opcode) {
+      case WrOpcode::kSend:
+      case WrOpcode::kSendWithImm:
+      case WrOpcode::kRdmaWrite:
+      case WrOpcode::kRdmaWriteWithImm:
+        break;
+      default:
+        return EINVAL;  // not (yet) offered by this HCA: refused at post time
+    }
+    uint64_t len = 0;
+    for (int s = 0; s < w.num_sge; ++s) len += w.sge[s].length;
+    if (len > DeviceLimits::kMaxMsgSize) return EINVAL;
+    if ((w.flags & kSendInline) && len > attr_.max_inline_data) return EINVAL;
+    SendWqe& q = sq_.push();
+    q = w;
+    q.length = static_cast<uint32_t>(len);
+    q.started = false;
+    q.signaled = init_.sq_sig_all || (w.flags & kSendSignaled);
+    q.is_inline = false;
+    if (w.flags & kSendInline) {
+      // Inline data is copied at post time; the buffer may be reused at once.
+      uint32_t off = 0;
+      for (int s = 0; s < w.num_sge; ++s) {
+        std::memcpy(q.inline_data + off, reinterpret_cast<const void*>(w.sge[s].addr),
+                    w.sge[s].length);
+        off += w.sge[s].length;
+      }
+      q.is_inline = true;
+    }
+    if (attr_.qp_state == QpState::kErr) flush_send_queue();
+  }
+  *bad = -1;
+  requester_pump();
+  return 0;
+}
+
+int Qp::post_recv(const RecvWqe* wrs, int count, int* bad) noexcept {
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < count; ++i) {
+    const RecvWqe& w = wrs[i];
+    *bad = i;
+    if (attr_.qp_state == QpState::kReset) return EINVAL;  // C10-43
+    if (rq_.full()) return ENOMEM;
+    if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_recv_sge) return EINVAL;
+    RecvWqe& q = rq_.push();
+    q = w;
+    uint64_t len = 0;
+    for (int s = 0; s < w.num_sge; ++s) len += w.sge[s].length;
+    q.length = static_cast<uint32_t>(std::min<uint64_t>(len, UINT32_MAX));
+    if (attr_.qp_state == QpState::kErr) flush_recv_queue();
+  }
+  *bad = -1;
+  return 0;
+}
+
+void Qp::complete_send(SendWqe& wqe, WcStatus status) noexcept {
+  // Unsignaled WRs complete silently on success only (IBA 10.7.2.2, C10-98).
+  if (!wqe.signaled && status == WcStatus::kSuccess) return;
+  Completion c;
+  c.wr_id = wqe.wr_id;
+  c.status = status;
+  c.qp_num = init_.qpn;
+  switch (wqe.opcode) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: c.opcode = WcOpcode::kRdmaWrite; break;
+    case WrOpcode::kRdmaRead: c.opcode = WcOpcode::kRdmaRead; break;
+    case WrOpcode::kAtomicCmpAndSwp: c.opcode = WcOpcode::kCompSwap; break;
+    case WrOpcode::kAtomicFetchAndAdd: c.opcode = WcOpcode::kFetchAdd; break;
+    case WrOpcode::kLocalInv: c.opcode = WcOpcode::kLocalInv; break;
+    default: c.opcode = WcOpcode::kSend; break;
+  }
+  if (init_.send_cq) init_.send_cq->push(c, false);
+}
+
+void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
+                       uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept {
+  Completion c;
+  c.wr_id = wqe.wr_id;
+  c.status = status;
+  c.opcode = op;
+  c.byte_len = byte_len;
+  c.imm_data = imm;
+  c.wc_flags = wc_flags;
+  c.qp_num = init_.qpn;
+  c.src_qp = attr_.dest_qp_num;
+  c.slid = slid;
+  c.sl = attr_.ah.sl;
+  if (init_.recv_cq) init_.recv_cq->push(c, solicited);
+}
+
+void Qp::flush_send_queue() noexcept {
+  while (!sq_.empty()) {
+    complete_send(sq_.at(sq_.head()), WcStatus::kWrFlushErr);
+    sq_.pop();
+  }
+  req_.cursor = sq_.head();
+  req_.cursor_offset = 0;
+  req_.unacked = 0;
+}
+
+void Qp::flush_recv_queue() noexcept {
+  while (!rq_.empty()) {
+    complete_recv(rq_.at(rq_.head()), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, false, 0);
+    rq_.pop();
+  }
+  resp_.in_send = false;
+}
+
+void Qp::enter_error() noexcept {
+  if (attr_.qp_state == QpState::kErr) return;
+  attr_.qp_state = QpState::kErr;
+  attr_.cur_qp_state = QpState::kErr;
+  flush_send_queue();
+  flush_recv_queue();
+}
+
+void Qp::receive(const wire::PacketView& pkt) noexcept {
+  std::lock_guard lock(mutex_);
+  if (pkt.info->flags & wire::kIsResponse)
+    completer_receive(pkt);
+  else
+    responder_receive(pkt);
+}
+
+Nanos Qp::on_timer(Nanos now) noexcept {
+  std::lock_guard lock(mutex_);
+  return completer_timer(now);
+}
+
+}  // namespace ibemu::engine

@@ -1,0 +1,141 @@
+#pragma once
+// A queue pair of the IBA transport. Its verbs-facing half (modify, post) is in
+// qp.cc; the three engines of IBA chapter 9.7 each have their file:
+// requester.cc builds request packets from send WQEs, responder.cc executes
+// incoming requests and acknowledges them, completer.cc matches ACKs/NAKs to
+// send WQEs, retries and completes them.
+//
+// Locking: every entry point takes mutex_; it is held while packets are built
+// and while completions are pushed (lock order: QP, then CQ).
+#include <cstdint>
+#include <functional>
+#include <mutex>
+
+#include "transport/engine/completion_queue.h"
+#include "transport/engine/mr_table.h"
+#include "transport/engine/packet_sink.h"
+#include "transport/engine/timing.h"
+#include "transport/engine/types.h"
+#include "transport/engine/work_queues.h"
+#include "transport/wire/packet.h"
+
+namespace ibemu::engine {
+
+/// Async events a QP raises (ibv_event_type values).
+enum class QpEvent : uint8_t { kFatal = 1, kReqErr = 2, kAccessErr = 3, kCommEst = 4, kSqDrained = 5 };
+
+struct QpInit {
+  QpType type = QpType::kRc;
+  uint32_t qpn = 0;
+  uint32_t pd = 0;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
+           max_inline_data = 0;
+  bool sq_sig_all = false;
+};
+
+struct QpEnv {
+  const MrTable* mrs = nullptr;
+  PacketSink* sink = nullptr;
+  const PortTable* ports = nullptr;
+  std::function<void(uint32_t qpn, QpEvent)> on_event;
+};
+
+class Qp {
+ public:
+  Qp(const QpInit& init, const QpEnv& env);
+
+  uint32_t qpn() const { return init_.qpn; }
+  QpType type() const { return init_.type; }
+
+  // --- verbs (any thread) ---
+  int modify(const QpAttr& attr, uint32_t mask) noexcept;
+  QpAttr query() noexcept;
+  QpState state() noexcept;
+  /// Returns 0 or an errno; on error *bad is the index of the failing WR.
+  int post_send(const SendWqe* wrs, int count, int* bad) noexcept;
+  int post_recv(const RecvWqe* wrs, int count, int* bad) noexcept;
+
+  // --- progress thread ---
+  void receive(const wire::PacketView& pkt) noexcept;
+  /// Runs retransmission and RNR timers; returns the next deadline (0 = none).
+  Nanos on_timer(Nanos now) noexcept;
+
+ private:
+  // qp.cc
+  void enter_error() noexcept;                           // → ERR, flush both queues
+  void flush_send_queue() noexcept;
+  void flush_recv_queue() noexcept;
+  void complete_send(SendWqe& wqe, WcStatus status) noexcept;
+  void complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
+                     uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept;
+  uint32_t mtu_bytes() const noexcept;
+  bool sq_can_send() const noexcept;
+  bool rq_can_receive() const noexcept;
+  void reset_transport_state() noexcept;
+
+  // requester.cc (IBA 9.7.4.1)
+  void requester_pump() noexcept;
+  bool requester_send_packet(SendWqe& wqe) noexcept;
+  void requester_rewind(uint32_t psn) noexcept;
+  size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
+                       bool solicited) noexcept;
+  void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
+
+  // responder.cc (IBA 9.7.5)
+  void responder_receive(const wire::PacketView& pkt) noexcept;
+  bool responder_accepts_source(const wire::PacketView& pkt) noexcept;
+  void responder_execute_send(const wire::PacketView& pkt) noexcept;
+  void responder_execute_write(const wire::PacketView& pkt) noexcept;
+  void send_ack(uint32_t psn, uint8_t syndrome) noexcept;
+  void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
+
+  // completer.cc (IBA 9.7.5.1, 9.7.6)
+  void completer_receive(const wire::PacketView& pkt) noexcept;
+  void completer_ack(uint32_t psn) noexcept;
+  void completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
+  void completer_error(WcStatus status) noexcept;
+  Nanos completer_timer(Nanos now) noexcept;
+
+  std::mutex mutex_;
+  QpInit init_;
+  QpEnv env_;
+  QpAttr attr_;
+  WorkRing<SendWqe> sq_;
+  WorkRing<RecvWqe> rq_;
+
+  struct Requester {
+    uint64_t cursor = 0;       // SQ position of the WQE being packetized
+    uint32_t cursor_offset = 0;// bytes of that WQE already sent
+    uint32_t next_psn = 0;     // PSN of the next new packet
+    uint32_t unacked = 0;      // packets sent and not yet acknowledged
+  } req_;
+
+  struct Completer {
+    uint32_t acked_psn = 0;    // last PSN known delivered
+    uint8_t retries_left = 0;
+    uint8_t rnr_retries_left = 0;
+    Nanos last_progress = 0;   // for the local ACK timeout
+    Nanos rnr_wait_until = 0;  // after an RNR NAK: resend then
+    uint32_t rnr_psn = 0;
+  } comp_;
+
+  struct Responder {
+    uint32_t epsn = 0;         // expected PSN
+    uint32_t msn = 0;          // message sequence number
+    bool nak_sent = false;     // one PSN sequence NAK per gap (C9-98)
+    bool in_send = false;      // inside a multi-packet SEND
+    uint32_t recv_offset = 0;
+    bool recv_error = false;   // message being dropped after a local error
+    bool in_write = false;     // inside a multi-packet RDMA WRITE
+    uint64_t write_va = 0;
+    uint32_t write_rkey = 0;
+    uint32_t write_remaining = 0;
+    uint32_t write_total = 0;
+  } resp_;
+
+  uint8_t tx_buf_[wire::kMaxPacket];
+};
+
+}  // namespace ibemu::engine

@@ -1,0 +1,89 @@
+#include "transport/engine/qp_state_machine.h"
+
+#include <cerrno>
+
+namespace ibemu::engine {
+
+namespace {
+
+constexpr uint32_t kResetToInit[3] = {
+    /*RC*/ kQpPkeyIndex | kQpPort | kQpAccessFlags,
+    /*UC*/ kQpPkeyIndex | kQpPort | kQpAccessFlags,
+    /*UD*/ kQpPkeyIndex | kQpPort | kQpQkey,
+};
+
+int index_of(QpType t) { return t == QpType::kRc ? 0 : t == QpType::kUc ? 1 : 2; }
+
+}  // namespace
+
+TransitionRule transition_rule(QpType type, QpState from, QpState to) {
+  const int t = index_of(type);
+  const bool rc = t == 0, uc = t == 1, ud = t == 2;
+  using S = QpState;
+  // Any state may go to RESET or ERR with no other attribute (IBA 10.3.1).
+  if (to == S::kReset || to == S::kErr) {
+    if (from == S::kUnknown) return {};
+    return {true, 0, 0};
+  }
+  switch (from) {
+    case S::kReset:
+      if (to == S::kInit) return {true, kResetToInit[t], 0};
+      break;
+    case S::kInit:
+      if (to == S::kInit) return {true, 0, kResetToInit[t]};
+      if (to == S::kRtr) {
+        if (ud) return {true, 0, kQpPkeyIndex | kQpQkey};
+        uint32_t req = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+        if (rc) req |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+        return {true, req, kQpAltPath | kQpAccessFlags | kQpPkeyIndex};
+      }
+      break;
+    case S::kRtr:
+      if (to == S::kRts) {
+        if (ud) return {true, kQpSqPsn, kQpCurState | kQpQkey};
+        if (uc)
+          return {true, kQpSqPsn, kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState};
+        return {true, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
+                kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState};
+      }
+      break;
+    case S::kRts:
+    case S::kSqd:
+      if (to == S::kRts) {
+        if (ud) return {true, 0, kQpCurState | kQpQkey};
+        uint32_t opt = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState;
+        if (rc) opt |= kQpMinRnrTimer;
+        return {true, 0, opt};
+      }
+      if (to == S::kSqd && from == S::kRts) return {true, 0, kQpEnSqdAsyncNotify};
+      if (to == S::kSqd && from == S::kSqd) {
+        if (ud) return {true, 0, kQpPkeyIndex | kQpQkey};
+        uint32_t opt = kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState;
+        if (rc)
+          opt |= kQpMinRnrTimer | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
+                 kQpMaxDestRdAtomic;
+        return {true, 0, opt};
+      }
+      break;
+    case S::kSqe:
+      // Send queue error exists for unreliable transports only (IBA 10.3.1.6).
+      if (to == S::kRts && !rc) return {true, 0, kQpCurState | (uc ? kQpAccessFlags : kQpQkey)};
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+int check_transition(QpType type, QpState from, QpState to, uint32_t mask) {
+  if (!(mask & kQpState)) to = from;
+  TransitionRule rule = transition_rule(type, from, to);
+  if (!rule.valid) return EINVAL;
+  uint32_t given = mask & ~(kQpState | kQpCurState);
+  uint32_t allowed_extra = rule.optional & ~kQpCurState;
+  if ((given & rule.required) != rule.required) return EINVAL;
+  if (given & ~(rule.required | allowed_extra)) return EINVAL;
+  return 0;
+}
+
+}  // namespace ibemu::engine

@@ -1,0 +1,168 @@
+// The requester (IBA 9.7.4.1): turns send WQEs into request packets of at most
+// the path MTU, assigns PSNs, asks for ACKs, and resends from a PSN when the
+// completer rewinds it.
+#include <cstring>
+
+#include "transport/engine/qp.h"
+#include "transport/wire/opcode.h"
+#include "transport/wire/psn.h"
+
+namespace ibemu::engine {
+
+namespace {
+
+using wire::Opcode;
+
+// At most this many unacknowledged packets per QP: keeps a fast sender from
+// overrunning the receiver's ring (the real limit of an HCA is its credits).
+constexpr uint32_t kMaxUnackedPackets = 128;
+// Ask for an ACK at least this often inside long messages (IBA 9.7.5.1.2
+// allows coalescing; the requester decides with AckReq).
+constexpr uint32_t kAckReqInterval = 16;
+
+uint8_t pick_opcode(WrOpcode op, bool first, bool last) {
+  auto o = [](Opcode x) { return static_cast<uint8_t>(x); };
+  switch (op) {
+    case WrOpcode::kSend:
+      return first ? (last ? o(Opcode::kRcSendOnly) : o(Opcode::kRcSendFirst))
+                   : (last ? o(Opcode::kRcSendLast) : o(Opcode::kRcSendMiddle));
+    case WrOpcode::kSendWithImm:
+      return first ? (last ? o(Opcode::kRcSendOnlyImm) : o(Opcode::kRcSendFirst))
+                   : (last ? o(Opcode::kRcSendLastImm) : o(Opcode::kRcSendMiddle));
+    case WrOpcode::kSendWithInv:
+      return first ? (last ? o(Opcode::kRcSendOnlyInv) : o(Opcode::kRcSendFirst))
+                   : (last ? o(Opcode::kRcSendLastInv) : o(Opcode::kRcSendMiddle));
+    case WrOpcode::kRdmaWrite:
+      return first ? (last ? o(Opcode::kRcWriteOnly) : o(Opcode::kRcWriteFirst))
+                   : (last ? o(Opcode::kRcWriteLast) : o(Opcode::kRcWriteMiddle));
+    case WrOpcode::kRdmaWriteWithImm:
+      return first ? (last ? o(Opcode::kRcWriteOnlyImm) : o(Opcode::kRcWriteFirst))
+                   : (last ? o(Opcode::kRcWriteLastImm) : o(Opcode::kRcWriteMiddle));
+    default:
+      return o(Opcode::kRcSendOnly);
+  }
+}
+
+// UC uses the same layout with the UC transport bits (IBA 9.2.1, table 35).
+uint8_t for_transport(uint8_t rc_opcode, QpType type) {
+  return type == QpType::kUc ? static_cast<uint8_t>(rc_opcode | 0x20) : rc_opcode;
+}
+
+}  // namespace
+
+size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
+                         bool solicited) noexcept {
+  wire::PacketHeaders h;
+  PortAddress me = env_.ports->port(attr_.port_num);
+  const AddressVector& av = attr_.ah;
+  h.lrh.set_vl(0);
+  h.lrh.set_lver(0);
+  h.lrh.set_sl(av.sl);
+  h.lrh.set_dlid(av.dlid);
+  h.lrh.set_slid(static_cast<uint16_t>(me.lid | (av.src_path_bits & ((1u << me.lmc) - 1))));
+  h.has_grh = av.is_global;
+  h.lrh.set_lnh(av.is_global ? wire::kLnhIbaGlobal : wire::kLnhIbaLocal);
+  if (av.is_global) {
+    h.grh.set_ip_ver(6);
+    h.grh.set_tclass(av.traffic_class);
+    h.grh.set_flow_label(av.flow_label);
+    h.grh.set_next_hdr(0x1b);  // IBA 8.3.1: the next header is the BTH
+    h.grh.set_hop_limit(av.hop_limit);
+    uint8_t sgid[16];
+    for (int i = 0; i < 8; ++i) {
+      sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
+      sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
+    }
+    h.grh.set_sgid(sgid);
+    h.grh.set_dgid(av.dgid.data());
+  }
+  h.bth.set_opcode(opcode);
+  h.bth.set_se(solicited);
+  h.bth.set_pkey(0xffff);
+  h.bth.set_dest_qp(attr_.dest_qp_num);
+  h.bth.set_ack_req(ack_req);
+  h.bth.set_psn(psn);
+  SendWqe* w = sq_.empty() || req_.cursor >= sq_.tail() ? nullptr : &sq_.at(req_.cursor);
+  if (w) {
+    h.reth.set_va(w->remote_addr + req_.cursor_offset);
+    h.reth.set_rkey(w->rkey);
+    h.reth.set_dma_len(w->length - req_.cursor_offset);
+    h.immdt.set_imm(w->imm_or_rkey);
+    h.ieth.set_rkey(w->imm_or_rkey);
+  }
+  return wire::write_headers(buf, h);
+}
+
+void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
+  size_t len = wire::finalize_packet(buf, header_len, payload_len);
+  env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
+}
+
+// Sends the next packet of `wqe` at the requester cursor. Returns true when
+// that was the WQE's last packet.
+bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
+  const uint32_t mtu = mtu_bytes();
+  if (!wqe.started) {
+    wqe.started = true;
+    wqe.first_psn = req_.next_psn;
+    uint32_t npkts = wqe.length == 0 ? 1 : (wqe.length + mtu - 1) / mtu;
+    wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
+  }
+  const uint32_t off = req_.cursor_offset;
+  const uint32_t payload = std::min(mtu, wqe.length - off);
+  const bool first = off == 0;
+  const bool last = off + payload >= wqe.length;
+  const uint32_t psn = req_.next_psn;
+  const uint32_t index = static_cast<uint32_t>(wire::psn_diff(psn, wqe.first_psn));
+  const bool ack_req = init_.type == QpType::kRc && (last || index % kAckReqInterval == 0);
+  const bool solicited = last && (wqe.flags & kSendSolicited);
+  uint8_t opcode = for_transport(pick_opcode(wqe.opcode, first, last), init_.type);
+  size_t hlen = build_headers(tx_buf_, opcode, psn, ack_req, solicited);
+  uint8_t* data = tx_buf_ + hlen;
+  if (wqe.is_inline) {
+    std::memcpy(data, wqe.inline_data + off, payload);
+  } else if (copy_from_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, off, data, payload) !=
+             MrCheck::kOk) {
+    // IBA 10.7.2.2: a bad lkey on the send side is a local protection error.
+    completer_error(WcStatus::kLocProtErr);
+    return true;
+  }
+  emit(tx_buf_, hlen, payload);
+  req_.next_psn = wire::psn_add(psn, 1);
+  req_.cursor_offset = off + payload;
+  ++req_.unacked;
+  return last;
+}
+
+void Qp::requester_pump() noexcept {
+  if (!sq_can_send() || comp_.rnr_wait_until) return;
+  bool sent = false;
+  while (req_.cursor < sq_.tail() && req_.unacked < kMaxUnackedPackets) {
+    SendWqe& wqe = sq_.at(req_.cursor);
+    if (attr_.qp_state == QpState::kErr) return;
+    bool done = requester_send_packet(wqe);
+    if (attr_.qp_state == QpState::kErr) return;
+    sent = true;
+    if (done) {
+      ++req_.cursor;
+      req_.cursor_offset = 0;
+    }
+  }
+  if (sent && comp_.last_progress == 0) comp_.last_progress = now_ns();
+}
+
+void Qp::requester_rewind(uint32_t psn) noexcept {
+  for (uint64_t pos = sq_.head(); pos < sq_.tail(); ++pos) {
+    SendWqe& w = sq_.at(pos);
+    if (!w.started) break;
+    if (wire::psn_diff(psn, w.first_psn) >= 0 && wire::psn_diff(psn, w.last_psn) <= 0) {
+      req_.cursor = pos;
+      req_.cursor_offset = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) * mtu_bytes();
+      req_.next_psn = psn;
+      req_.unacked = 0;
+      return;
+    }
+  }
+}
+
+}  // namespace ibemu::engine

@@ -1,0 +1,244 @@
+// The responder (IBA 9.7.5): checks each incoming request (source, PSN,
+// opcode sequence), executes it against this QP's receive queue or memory
+// regions, and acknowledges it.
+#include <cstring>
+
+#include "transport/engine/qp.h"
+#include "transport/wire/opcode.h"
+#include "transport/wire/psn.h"
+
+namespace ibemu::engine {
+
+using wire::NakCode;
+
+namespace {
+// IBA 9.7.5.1.1: credit count 31 means "no end-to-end flow control credits".
+constexpr uint8_t kNoCredits = wire::kAethCreditInvalid;
+}  // namespace
+
+void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
+  wire::PacketHeaders h;
+  PortAddress me = env_.ports->port(attr_.port_num);
+  const AddressVector& av = attr_.ah;
+  h.lrh.set_sl(av.sl);
+  h.lrh.set_dlid(av.dlid);
+  h.lrh.set_slid(me.lid);
+  h.has_grh = av.is_global;
+  h.lrh.set_lnh(av.is_global ? wire::kLnhIbaGlobal : wire::kLnhIbaLocal);
+  if (av.is_global) {
+    uint8_t sgid[16];
+    for (int i = 0; i < 8; ++i) {
+      sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
+      sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
+    }
+    h.grh.set_ip_ver(6);
+    h.grh.set_next_hdr(0x1b);
+    h.grh.set_hop_limit(av.hop_limit);
+    h.grh.set_tclass(av.traffic_class);
+    h.grh.set_flow_label(av.flow_label);
+    h.grh.set_sgid(sgid);
+    h.grh.set_dgid(av.dgid.data());
+  }
+  h.bth.set_opcode(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge));
+  h.bth.set_pkey(0xffff);
+  h.bth.set_dest_qp(attr_.dest_qp_num);
+  h.bth.set_psn(psn);
+  h.aeth.set_syndrome(syndrome);
+  h.aeth.set_msn(resp_.msn);
+  uint8_t buf[128];
+  size_t hlen = wire::write_headers(buf, h);
+  size_t len = wire::finalize_packet(buf, hlen, 0);
+  env_.sink->transmit(av.dlid, attr_.dest_qp_num, buf, len);
+}
+
+// IBA 9.7.5.2.x: a request the responder cannot carry out. The QP goes to
+// the error state; the requester learns why through the NAK.
+void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexcept {
+  if (init_.type == QpType::kRc) send_ack(psn, wire::make_nak_syndrome(code));
+  if (resp_.in_send && !rq_.empty()) {
+    complete_recv(rq_.at(rq_.head()), local_status, WcOpcode::kRecv, 0, 0, 0, false, 0);
+    rq_.pop();
+  }
+  resp_.in_send = false;
+  enter_error();
+}
+
+// IBA 9.6.1.1 (C9-40…): an RC/UC responder only takes packets from the QP it
+// is connected to: the source LID (and GID when a GRH is used).
+bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
+  if (pkt.lrh().slid() != attr_.ah.dlid) return false;
+  if (attr_.ah.is_global && pkt.has_grh) {
+    uint8_t sgid[16];
+    pkt.grh().sgid(sgid);
+    if (std::memcmp(sgid, attr_.ah.dgid.data(), 16) != 0) return false;
+  }
+  return true;
+}
+
+void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
+  if (!rq_can_receive()) return;  // C9-..: packets to a QP not ready are dropped
+  if (!responder_accepts_source(pkt)) return;
+  const uint32_t flags = pkt.info->flags;
+  const bool rc = init_.type == QpType::kRc;
+  const uint32_t psn = pkt.bth().psn();
+  const int32_t diff = wire::psn_diff(psn, resp_.epsn);
+
+  if (rc && diff < 0) {
+    // Duplicate (IBA 9.7.5.1.3): already executed; acknowledge again so a
+    // requester whose ACK was lost can make progress.
+    if (pkt.bth().ack_req() || (flags & wire::kIsLast))
+      send_ack(wire::psn_add(resp_.epsn, wire::kPsnMask), wire::make_ack_syndrome(kNoCredits));
+    return;
+  }
+  if (diff > 0) {
+    if (!rc) {
+      // UC (IBA 9.7.5.1.4): a gap drops the rest of the message silently.
+      resp_.epsn = psn;
+      resp_.in_send = false;
+      resp_.in_write = false;
+    } else {
+      // PSN sequence error: NAK once until the expected packet arrives (C9-98).
+      if (!resp_.nak_sent) {
+        resp_.nak_sent = true;
+        send_ack(resp_.epsn, wire::make_nak_syndrome(NakCode::kPsnSequenceError));
+      }
+      return;
+    }
+  }
+  resp_.nak_sent = false;
+
+  // Opcode sequence (IBA 9.7.5.1.2 / C9-89): inside a multi-packet message
+  // only its middle/last packets may come.
+  const bool first = flags & wire::kIsFirst;
+  if ((resp_.in_send && !((flags & wire::kIsSend) && !first)) ||
+      (resp_.in_write && !((flags & wire::kIsWrite) && !first)) ||
+      (!resp_.in_send && !resp_.in_write && !first)) {
+    if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return;
+  }
+  if (flags & wire::kIsSend) {
+    responder_execute_send(pkt);
+  } else if (flags & wire::kIsWrite) {
+    responder_execute_write(pkt);
+  } else {
+    // READ and atomics are not offered by this HCA yet: invalid request.
+    if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return;
+  }
+  if (attr_.qp_state == QpState::kErr) return;
+  if (resp_.nak_sent) return;  // an RNR NAK went out; the PSN is not consumed
+  resp_.epsn = wire::psn_add(psn, 1);
+  if (rc && (pkt.bth().ack_req() || (flags & wire::kIsLast)))
+    send_ack(psn, wire::make_ack_syndrome(kNoCredits));
+}
+
+void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
+  const uint32_t flags = pkt.info->flags;
+  const bool rc = init_.type == QpType::kRc;
+  const uint32_t psn = pkt.bth().psn();
+  if (flags & wire::kIsFirst) {
+    if (rq_.empty()) {
+      // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8), silent drop on UC.
+      if (rc) {
+        send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+        resp_.nak_sent = true;
+      }
+      return;
+    }
+    resp_.in_send = true;
+    resp_.recv_offset = 0;
+  }
+  RecvWqe& wqe = rq_.at(rq_.head());
+  const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
+  if (uint64_t(resp_.recv_offset) + n > wqe.length) {
+    // Message longer than the receive buffer: local length error here,
+    // invalid request at the requester (IBA 9.7.5.2.4, C9-?).
+    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kLocLenErr);
+    return;
+  }
+  if (n && copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, resp_.recv_offset,
+                        pkt.payload(), n) != MrCheck::kOk) {
+    responder_fail(psn, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr);
+    return;
+  }
+  resp_.recv_offset += n;
+  if (flags & wire::kIsLast) {
+    uint32_t wc_flags = 0, imm = 0;
+    if (flags & wire::kHasImmDt) {
+      wc_flags |= kWcWithImm;
+      imm = pkt.immdt().imm();
+    }
+    if (flags & wire::kHasIeth) {
+      wc_flags |= kWcWithInv;
+      imm = pkt.ieth().rkey();
+    }
+    if (pkt.has_grh) wc_flags |= kWcGrh;
+    complete_recv(wqe, WcStatus::kSuccess, WcOpcode::kRecv, resp_.recv_offset, imm, wc_flags,
+                  pkt.bth().se(), pkt.lrh().slid());
+    rq_.pop();
+    resp_.in_send = false;
+    resp_.msn = wire::psn_add(resp_.msn, 1);
+  }
+}
+
+void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
+  const uint32_t flags = pkt.info->flags;
+  const uint32_t psn = pkt.bth().psn();
+  // WRITE with immediate consumes a receive WQE (IBA 9.4.3); without one the
+  // last packet is RNR NAK'd before anything of it is executed.
+  if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && rq_.empty()) {
+    if (init_.type == QpType::kRc) {
+      send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+      resp_.nak_sent = true;
+    }
+    return;
+  }
+  if (flags & wire::kIsFirst) {
+    wire::Reth reth = pkt.reth();
+    resp_.in_write = true;
+    resp_.write_va = reth.va();
+    resp_.write_rkey = reth.rkey();
+    resp_.write_total = reth.dma_len();
+    resp_.write_remaining = reth.dma_len();
+    // IBA 9.7.5.2.3 / C9-?: the whole range is checked when the message starts.
+    uint8_t* dst;
+    if (!(attr_.qp_access_flags & kAccessRemoteWrite) ||
+        (resp_.write_total &&
+         env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, resp_.write_total,
+                          kAccessRemoteWrite, &dst) != MrCheck::kOk)) {
+      resp_.in_write = false;
+      responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+      return;
+    }
+  }
+  const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
+  if (n > resp_.write_remaining) {
+    resp_.in_write = false;
+    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return;
+  }
+  if (n) {
+    uint8_t* dst;
+    if (env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, n, kAccessRemoteWrite,
+                         &dst) != MrCheck::kOk) {
+      resp_.in_write = false;  // the region went away mid-message
+      responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+      return;
+    }
+    std::memcpy(dst, pkt.payload(), n);
+  }
+  resp_.write_va += n;
+  resp_.write_remaining -= n;
+  if (flags & wire::kIsLast) {
+    resp_.in_write = false;
+    if (flags & wire::kHasImmDt) {
+      complete_recv(rq_.at(rq_.head()), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
+                    resp_.write_total, pkt.immdt().imm(),
+                    kWcWithImm | (pkt.has_grh ? kWcGrh : 0), pkt.bth().se(), pkt.lrh().slid());
+      rq_.pop();
+    }
+    resp_.msn = wire::psn_add(resp_.msn, 1);
+  }
+}
+
+}  // namespace ibemu::engine

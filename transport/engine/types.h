@@ -1,0 +1,181 @@
+#pragma once
+// The vocabulary of the transport engine: work requests, completions, QP
+// attributes. The numeric values equal the verbs ABI's (ibv_wc_status,
+// ibv_wr_opcode, IBV_QP_* masks, ...) so the provider converts by cast; it
+// static_asserts that. The engine itself never includes rdma-core.
+#include <array>
+#include <cstdint>
+
+namespace ibemu::engine {
+
+enum class WcStatus : uint8_t {
+  kSuccess = 0,
+  kLocLenErr = 1,
+  kLocQpOpErr = 2,
+  kLocProtErr = 4,
+  kWrFlushErr = 5,
+  kBadRespErr = 7,
+  kLocAccessErr = 8,
+  kRemInvReqErr = 9,
+  kRemAccessErr = 10,
+  kRemOpErr = 11,
+  kRetryExcErr = 12,
+  kRnrRetryExcErr = 13,
+  kFatalErr = 19,
+  kGeneralErr = 21,
+};
+const char* to_string(WcStatus);
+
+enum class WcOpcode : uint8_t {
+  kSend = 0,
+  kRdmaWrite = 1,
+  kRdmaRead = 2,
+  kCompSwap = 3,
+  kFetchAdd = 4,
+  kLocalInv = 6,
+  kRecv = 128,
+  kRecvRdmaWithImm = 129,
+};
+
+enum class WrOpcode : uint8_t {
+  kRdmaWrite = 0,
+  kRdmaWriteWithImm = 1,
+  kSend = 2,
+  kSendWithImm = 3,
+  kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5,
+  kAtomicFetchAndAdd = 6,
+  kLocalInv = 7,
+  kBindMw = 8,
+  kSendWithInv = 9,
+};
+
+enum SendFlag : uint32_t {
+  kSendFence = 1,
+  kSendSignaled = 2,
+  kSendSolicited = 4,
+  kSendInline = 8,
+};
+
+enum WcFlag : uint32_t { kWcGrh = 1, kWcWithImm = 2, kWcWithInv = 8 };
+
+enum Access : uint32_t {
+  kAccessLocalWrite = 1,
+  kAccessRemoteWrite = 2,
+  kAccessRemoteRead = 4,
+  kAccessRemoteAtomic = 8,
+  kAccessMwBind = 16,
+  kAccessZeroBased = 32,
+  kAccessOnDemand = 64,
+  kAccessHugetlb = 128,
+  kAccessRelaxedOrdering = 1 << 20,
+};
+
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kUnknown };
+const char* to_string(QpState);
+
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+
+enum QpAttrMask : uint32_t {
+  kQpState = 1 << 0,
+  kQpCurState = 1 << 1,
+  kQpEnSqdAsyncNotify = 1 << 2,
+  kQpAccessFlags = 1 << 3,
+  kQpPkeyIndex = 1 << 4,
+  kQpPort = 1 << 5,
+  kQpQkey = 1 << 6,
+  kQpAv = 1 << 7,
+  kQpPathMtu = 1 << 8,
+  kQpTimeout = 1 << 9,
+  kQpRetryCnt = 1 << 10,
+  kQpRnrRetry = 1 << 11,
+  kQpRqPsn = 1 << 12,
+  kQpMaxQpRdAtomic = 1 << 13,
+  kQpAltPath = 1 << 14,
+  kQpMinRnrTimer = 1 << 15,
+  kQpSqPsn = 1 << 16,
+  kQpMaxDestRdAtomic = 1 << 17,
+  kQpPathMigState = 1 << 18,
+  kQpCap = 1 << 19,
+  kQpDestQpn = 1 << 20,
+  kQpRateLimit = 1 << 25,
+};
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+/// An address vector (ibv_ah_attr without the rdma-core types).
+struct AddressVector {
+  uint16_t dlid = 0;
+  uint8_t sl = 0;
+  uint8_t src_path_bits = 0;
+  uint8_t port_num = 0;
+  bool is_global = false;
+  std::array<uint8_t, 16> dgid{};
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 0;
+  uint8_t traffic_class = 0;
+};
+
+/// ibv_qp_attr's fields the engine keeps (IBA 11.2.4.2).
+struct QpAttr {
+  QpState qp_state = QpState::kReset;
+  QpState cur_qp_state = QpState::kReset;
+  uint32_t path_mtu = 5;  // IBA enum: 1=256 … 5=4096
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
+           max_inline_data = 0;
+  AddressVector ah;
+  uint16_t pkey_index = 0;
+  bool sq_draining = false;
+  uint8_t max_rd_atomic = 0;
+  uint8_t max_dest_rd_atomic = 0;
+  uint8_t min_rnr_timer = 0;
+  uint8_t port_num = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+};
+
+/// One work completion (ibv_wc's fields).
+struct Completion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  uint32_t vendor_err = 0;
+  uint32_t byte_len = 0;
+  uint32_t imm_data = 0;  // network byte order, as ibv_wc carries it
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;
+  uint32_t wc_flags = 0;
+  uint16_t pkey_index = 0;
+  uint16_t slid = 0;
+  uint8_t sl = 0;
+  uint8_t dlid_path_bits = 0;
+};
+
+/// Limits the engine enforces and the provider advertises (ibv_device_attr).
+struct DeviceLimits {
+  static constexpr uint32_t kMaxQpWr = 16384;
+  static constexpr uint32_t kMaxSge = 16;
+  static constexpr uint32_t kMaxInlineData = 256;
+  static constexpr uint32_t kMaxCqe = 1 << 20;
+  static constexpr uint32_t kMaxQp = 1 << 16;
+  static constexpr uint32_t kMaxCq = 1 << 16;
+  static constexpr uint32_t kMaxMr = 1 << 20;
+  static constexpr uint32_t kMaxPd = 1 << 16;
+  static constexpr uint64_t kMaxMrSize = ~0ull;
+  static constexpr uint32_t kMaxQpRdAtom = 16;
+  static constexpr uint32_t kMaxQpInitRdAtom = 16;
+  static constexpr uint32_t kMaxMsgSize = 1u << 31;
+};
+
+}  // namespace ibemu::engine

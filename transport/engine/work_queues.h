@@ -1,0 +1,64 @@
+#pragma once
+// Send and receive work queue entries and the fixed-size rings that hold them.
+// A ring is sized at QP creation (max_send_wr / max_recv_wr) and never
+// reallocates, so posting never allocates.
+#include <cstdint>
+#include <vector>
+
+#include "transport/engine/types.h"
+
+namespace ibemu::engine {
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t flags = 0;       // SendFlag
+  uint32_t imm_or_rkey = 0; // imm_data (network order) or invalidate rkey
+  int num_sge = 0;
+  Sge sge[DeviceLimits::kMaxSge];
+  uint32_t length = 0;      // total message bytes
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  bool is_inline = false;
+  uint8_t inline_data[DeviceLimits::kMaxInlineData];
+
+  // Requester progress (IBA 9.7.4): PSNs are assigned when the first packet
+  // goes out; a retransmission reuses them.
+  bool started = false;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  bool signaled = false;
+};
+
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  int num_sge = 0;
+  Sge sge[DeviceLimits::kMaxSge];
+  uint32_t length = 0;  // capacity: sum of SGE lengths
+};
+
+/// A ring of entries indexed by ever-increasing 64-bit positions.
+template <typename T>
+class WorkRing {
+ public:
+  void reset(uint32_t capacity) {
+    slots_.assign(capacity ? capacity : 1, T{});
+    head_ = tail_ = 0;
+  }
+  uint32_t capacity() const { return static_cast<uint32_t>(slots_.size()); }
+  bool full() const { return tail_ - head_ >= slots_.size(); }
+  bool empty() const { return head_ == tail_; }
+  uint64_t head() const { return head_; }
+  uint64_t tail() const { return tail_; }
+  T& at(uint64_t pos) { return slots_[pos % slots_.size()]; }
+  T& push() { return slots_[tail_++ % slots_.size()]; }
+  void pop() { ++head_; }
+
+ private:
+  std::vector<T> slots_;
+  uint64_t head_ = 0, tail_ = 0;
+};
+
+}  // namespace ibemu::engine

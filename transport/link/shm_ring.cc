@@ -1,0 +1,149 @@
+#include "transport/link/shm_ring.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace ibemu::link {
+
+namespace {
+
+size_t header_bytes() { return (sizeof(RingHeader) + 4095) & ~size_t{4095}; }
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, ts, nullptr, 0);
+}
+
+}  // namespace
+
+ShmRing::~ShmRing() {
+  if (hdr_) munmap(hdr_, map_len_);
+  if (fd_ >= 0) close(fd_);
+}
+
+uint8_t* ShmRing::slot(uint64_t pos) const noexcept {
+  return reinterpret_cast<uint8_t*>(hdr_) + header_bytes() +
+         (pos % hdr_->slot_count) * size_t{hdr_->slot_size};
+}
+
+int ShmRing::create(uint32_t slot_size, uint32_t slot_count) noexcept {
+  slot_size = (slot_size + 63) & ~63u;
+  size_t len = header_bytes() + size_t{slot_size} * slot_count;
+  int fd = memfd_create("ibemu-inbox", MFD_CLOEXEC);
+  if (fd < 0) return errno;
+  if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    int err = errno;
+    close(fd);
+    return err;
+  }
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return err;
+  }
+  hdr_ = new (p) RingHeader{};
+  hdr_->slot_size = slot_size;
+  hdr_->slot_count = slot_count;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&hdr_->producer_lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  std::atomic_thread_fence(std::memory_order_release);
+  hdr_->magic = RingHeader::kMagic;
+  fd_ = fd;
+  map_len_ = len;
+  return 0;
+}
+
+int ShmRing::attach(int fd) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return errno;
+  if (static_cast<size_t>(st.st_size) < header_bytes()) return EINVAL;
+  void* p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno;
+  auto* h = static_cast<RingHeader*>(p);
+  // The ring comes from another process: never trust its geometry blindly.
+  if (h->magic != RingHeader::kMagic || h->slot_count == 0 || h->slot_size < kSlotHeader ||
+      header_bytes() + size_t{h->slot_size} * h->slot_count > static_cast<size_t>(st.st_size)) {
+    munmap(p, st.st_size);
+    return EINVAL;
+  }
+  hdr_ = h;
+  fd_ = fd;
+  map_len_ = st.st_size;
+  return 0;
+}
+
+bool ShmRing::push(const uint8_t* data, size_t len) noexcept {
+  if (len > hdr_->slot_size - kSlotHeader) return false;
+  int rc = pthread_mutex_lock(&hdr_->producer_lock);
+  if (rc == EOWNERDEAD) {
+    // A producer died holding the lock; its packet was never published.
+    pthread_mutex_consistent(&hdr_->producer_lock);
+  } else if (rc != 0) {
+    return false;
+  }
+  uint64_t tail = hdr_->tail.load(std::memory_order_relaxed);
+  uint64_t head = hdr_->head.load(std::memory_order_acquire);
+  if (tail - head >= hdr_->slot_count) {
+    pthread_mutex_unlock(&hdr_->producer_lock);
+    hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  uint8_t* s = slot(tail);
+  uint32_t len32 = static_cast<uint32_t>(len);
+  std::memcpy(s, &len32, sizeof(len32));
+  std::memcpy(s + kSlotHeader, data, len);
+  hdr_->tail.store(tail + 1, std::memory_order_seq_cst);
+  pthread_mutex_unlock(&hdr_->producer_lock);
+  if (hdr_->consumer_sleeping.load(std::memory_order_seq_cst)) wake();
+  return true;
+}
+
+const uint8_t* ShmRing::peek(size_t* len) noexcept {
+  uint64_t head = hdr_->head.load(std::memory_order_relaxed);
+  if (head == hdr_->tail.load(std::memory_order_acquire)) return nullptr;
+  const uint8_t* s = slot(head);
+  uint32_t len32;
+  std::memcpy(&len32, s, sizeof(len32));
+  *len = std::min<size_t>(len32, hdr_->slot_size - kSlotHeader);
+  return s + kSlotHeader;
+}
+
+void ShmRing::pop() noexcept {
+  hdr_->head.fetch_add(1, std::memory_order_release);
+}
+
+void ShmRing::wait(int64_t timeout_ns) noexcept {
+  uint32_t seq = hdr_->wake_seq.load(std::memory_order_acquire);
+  hdr_->consumer_sleeping.store(1, std::memory_order_seq_cst);
+  // Re-check after announcing sleep: a producer that published before it saw
+  // the flag will not wake us (the Dekker pair with push()).
+  if (hdr_->head.load(std::memory_order_relaxed) == hdr_->tail.load(std::memory_order_seq_cst)) {
+    timespec ts{};
+    const timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = timeout_ns / 1000000000;
+      ts.tv_nsec = timeout_ns % 1000000000;
+      tsp = &ts;
+    }
+    futex(&hdr_->wake_seq, FUTEX_WAIT, seq, tsp);
+  }
+  hdr_->consumer_sleeping.store(0, std::memory_order_relaxed);
+}
+
+void ShmRing::wake() noexcept {
+  hdr_->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+  futex(&hdr_->wake_seq, FUTEX_WAKE, 1, nullptr);
+}
+
+}  // namespace ibemu::link

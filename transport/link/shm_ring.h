@@ -1,0 +1,68 @@
+#pragma once
+// A multi-producer, single-consumer packet ring in shared memory: the inbox of
+// one HCA context. Any process that the daemon introduces may append whole
+// packets; only the owning context's progress thread consumes them.
+//
+// Producers serialize on a robust process-shared mutex, so a producer killed
+// mid-copy leaves no half-written packet (the tail moves only after the copy).
+// The consumer needs no lock. It sleeps on a futex in the ring; producers wake
+// it only when it said it sleeps.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <pthread.h>
+
+namespace ibemu::link {
+
+struct RingHeader {
+  static constexpr uint64_t kMagic = 0x676e6952'554d4542ull;  // "BEMURing"
+  uint64_t magic;
+  uint32_t slot_size;
+  uint32_t slot_count;
+  pthread_mutex_t producer_lock;
+  alignas(64) std::atomic<uint64_t> tail;  // next slot producers fill
+  alignas(64) std::atomic<uint64_t> head;  // next slot the consumer reads
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;
+  std::atomic<uint32_t> wake_seq;  // futex word
+  std::atomic<uint64_t> dropped;   // packets refused because the ring was full
+};
+
+/// Slot: 4-byte length then the packet.
+inline constexpr uint32_t kSlotHeader = 8;
+
+class ShmRing {
+ public:
+  ShmRing() = default;
+  ~ShmRing();
+  ShmRing(const ShmRing&) = delete;
+  ShmRing& operator=(const ShmRing&) = delete;
+
+  /// Creates a new ring in a fresh memfd (the consumer side). Returns 0 or errno.
+  int create(uint32_t slot_size, uint32_t slot_count) noexcept;
+  /// Maps a ring someone else created (a producer). Validates the header.
+  int attach(int fd) noexcept;
+  int fd() const { return fd_; }
+
+  /// Producer: appends one packet; false when the ring is full or len too big.
+  bool push(const uint8_t* data, size_t len) noexcept;
+
+  /// Consumer: the next packet, or nullptr when empty. Call pop() after use.
+  const uint8_t* peek(size_t* len) noexcept;
+  void pop() noexcept;
+  /// Consumer: sleeps until a producer pushes, wake() is called, or
+  /// timeout_ns passes (<0: no timeout).
+  void wait(int64_t timeout_ns) noexcept;
+  /// Wakes the consumer (shutdown, or new timers).
+  void wake() noexcept;
+
+  uint64_t dropped() const { return hdr_ ? hdr_->dropped.load() : 0; }
+
+ private:
+  uint8_t* slot(uint64_t pos) const noexcept;
+
+  int fd_ = -1;
+  RingHeader* hdr_ = nullptr;
+  size_t map_len_ = 0;
+};
+
+}  // namespace ibemu::link
