@@ -249,8 +249,7 @@ MadStatus Sma::set_port_info(int node_index, int p, const mad::PortInfo& in) {
   // --- validate everything first ---
   // IBA 14.2.5.6: the LID of a CA port or switch port 0 is a unicast LID.
   if (!switch_external && !mad::is_unicast_lid(in.lid())) return MadStatus::kInvalidField;
-  if (!switch_external && in.master_sm_lid() > mad::kMaxUnicastLid)
-    return MadStatus::kInvalidField;
+  if (!switch_external && in.master_sm_lid() > mad::kMaxUnicastLid) return MadStatus::kInvalidField;
   const PortState want = in.port_state();
   const PortState cur = port.state;
   switch (want) {
@@ -271,7 +270,8 @@ MadStatus Sma::set_port_info(int node_index, int p, const mad::PortInfo& in) {
     return MadStatus::kInvalidField;
   if (switch_port0 && phys == kPhysDisabled) return MadStatus::kInvalidField;  // no link to disable
   if (in.link_down_default_state() > 2) return MadStatus::kInvalidField;
-  if (!valid_enable(in.link_width_enabled(), 0xff, kWidthSupported)) return MadStatus::kInvalidField;
+  if (!valid_enable(in.link_width_enabled(), 0xff, kWidthSupported))
+    return MadStatus::kInvalidField;
   if (!valid_enable(in.link_speed_enabled(), 0xf, kSpeedSupported)) return MadStatus::kInvalidField;
   const uint8_t ext = in.link_speed_ext_enabled();
   if (ext != 0x1e && !valid_enable(ext, 0x1f, kSpeedExtSupported)) return MadStatus::kInvalidField;
@@ -295,16 +295,17 @@ MadStatus Sma::set_port_info(int node_index, int p, const mad::PortInfo& in) {
     // re-register with the SA; the daemon sees the counter move.
     if (in.client_reregister() && !n.is_switch()) ++port.client_reregister_count;
   }
-  port.link_width_enabled = apply_enable(in.link_width_enabled(), 0xff, kWidthSupported,
-                                         port.link_width_enabled);
-  port.link_speed_enabled = apply_enable(in.link_speed_enabled(), 0xf, kSpeedSupported,
-                                         port.link_speed_enabled);
+  port.link_width_enabled =
+      apply_enable(in.link_width_enabled(), 0xff, kWidthSupported, port.link_width_enabled);
+  port.link_speed_enabled =
+      apply_enable(in.link_speed_enabled(), 0xf, kSpeedSupported, port.link_speed_enabled);
   if (ext == 0x1e)
     port.link_speed_ext_enabled = 0x1e;
   else
-    port.link_speed_ext_enabled = apply_enable(ext, 0x1f, kSpeedExtSupported,
-                                               port.link_speed_ext_enabled);
-  if (in.link_down_default_state() != 0) port.link_down_default_state = in.link_down_default_state();
+    port.link_speed_ext_enabled =
+        apply_enable(ext, 0x1f, kSpeedExtSupported, port.link_speed_ext_enabled);
+  if (in.link_down_default_state() != 0)
+    port.link_down_default_state = in.link_down_default_state();
   port.neighbor_mtu = in.neighbor_mtu();
   if (in.operational_vls() != 0) port.operational_vls = in.operational_vls();
   port.vl_high_limit = in.vl_high_limit();
@@ -373,14 +374,16 @@ MadStatus Sma::do_lft(Hop at, const mad::Smp& req, mad::Smp* resp) {
   NodeModel& n = m_.node(at.node);
   // IBA 14.2.5.10: the modifier is the block of 64 LIDs.
   const uint32_t block = req.attr_mod();
-  if (block >= kLinearFdbCap / mad::LinearForwardingTable::kEntries) return MadStatus::kInvalidField;
+  if (block >= kLinearFdbCap / mad::LinearForwardingTable::kEntries)
+    return MadStatus::kInvalidField;
   const size_t first = size_t(block) * mad::LinearForwardingTable::kEntries;
   if (req.method() == Method::kSet) {
     const auto in = req.get_attr<mad::LinearForwardingTable>();
     for (size_t i = 0; i < mad::LinearForwardingTable::kEntries; ++i) n.lft[first + i] = in.port(i);
   }
   mad::LinearForwardingTable out;
-  for (size_t i = 0; i < mad::LinearForwardingTable::kEntries; ++i) out.set_port(i, n.lft[first + i]);
+  for (size_t i = 0; i < mad::LinearForwardingTable::kEntries; ++i)
+    out.set_port(i, n.lft[first + i]);
   resp->set_attr(out);
   return MadStatus::kOk;
 }

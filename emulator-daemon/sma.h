@@ -39,8 +39,8 @@ class Sma {
   mad::MadStatus set_port_info(int node, int p, const mad::PortInfo& in);
 
   SubnetModel& m_;
-  bool hide_m_key_ = false;      // M_Key protection level 1 (IBA 14.2.4.1)
-  std::optional<Hop> bounce_;    // a link to retrain once the response is built
+  bool hide_m_key_ = false;    // M_Key protection level 1 (IBA 14.2.4.1)
+  std::optional<Hop> bounce_;  // a link to retrain once the response is built
 };
 
 }  // namespace ibemu::subnet_detail

@@ -63,26 +63,47 @@ constexpr uint16_t kRateGbps = 100;
 std::string rate_string(const PortAttributes& a) {
   const char* width = "4X";
   switch (a.link_width_active) {
-    case mad::kLinkWidth1x: width = "1X"; break;
-    case mad::kLinkWidth8x: width = "8X"; break;
-    case mad::kLinkWidth12x: width = "12X"; break;
-    default: break;
+    case mad::kLinkWidth1x:
+      width = "1X";
+      break;
+    case mad::kLinkWidth8x:
+      width = "8X";
+      break;
+    case mad::kLinkWidth12x:
+      width = "12X";
+      break;
+    default:
+      break;
   }
   const char* speed = "";
   switch (a.link_speed_active) {
-    case 1: speed = " SDR"; break;
-    case 2: speed = " DDR"; break;
-    case 4: speed = " QDR"; break;
-    case 8: speed = " FDR10"; break;
-    case 16: speed = " FDR"; break;
-    case 32: speed = " EDR"; break;
-    default: break;
+    case 1:
+      speed = " SDR";
+      break;
+    case 2:
+      speed = " DDR";
+      break;
+    case 4:
+      speed = " QDR";
+      break;
+    case 8:
+      speed = " FDR10";
+      break;
+    case 16:
+      speed = " FDR";
+      break;
+    case 32:
+      speed = " EDR";
+      break;
+    default:
+      break;
   }
   return std::to_string(a.rate_gbps) + " Gb/sec (" + width + speed + ")";
 }
 
 Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetModel>()) {
-  const uint8_t mtu = uint8_t(mtu_enum_from_bytes(cfg.max_mtu) ? mtu_enum_from_bytes(cfg.max_mtu) : 5);
+  const uint8_t mtu =
+      uint8_t(mtu_enum_from_bytes(cfg.max_mtu) ? mtu_enum_from_bytes(cfg.max_mtu) : 5);
   SubnetModel& m = *model_;
   int ca_ports = 0;
   for (const auto& d : cfg.devices) {
@@ -173,8 +194,8 @@ std::optional<std::array<uint8_t, 256>> Subnet::process_smp(PortRef sm_port, con
   } else {
     // The LRH DLID picks the node; the permissive DLID reaches the SM's link
     // neighbour, whatever LIDs are set (IBA 14.2.2.1).
-    std::optional<Hop> dest = dlid == mad::kPermissiveLid ? m.cross(origin)
-                                                           : subnet_detail::lid_route(m, origin, dlid);
+    std::optional<Hop> dest =
+        dlid == mad::kPermissiveLid ? m.cross(origin) : subnet_detail::lid_route(m, origin, dlid);
     if (dest) {
       resp = sma.handle(*dest, smp);
       // The response goes to the request's SLID (the SM port's LID), or back
@@ -273,9 +294,8 @@ nlohmann::json Subnet::describe() const {
   nlohmann::json sw_ports = nlohmann::json::array();
   for (int p = 0; p <= sw.num_ports(); ++p) {
     const PortModel& pm = sw.ports[size_t(p)];
-    nlohmann::json j = {{"port", p},
-                        {"state", to_string(pm.state)},
-                        {"phys_state", to_string(pm.phys)}};
+    nlohmann::json j = {
+        {"port", p}, {"state", to_string(pm.state)}, {"phys_state", to_string(pm.phys)}};
     if (pm.peer) j["peer"] = port_name(*pm.peer);
     sw_ports.push_back(j);
   }

@@ -45,11 +45,11 @@ struct PortAttributes {
   uint16_t sm_lid = 0;
   uint8_t lmc = 0;
   uint8_t sm_sl = 0;
-  uint8_t neighbor_mtu = 0;  // IBA enum 1..5 (256..4096): the active MTU
-  uint8_t max_mtu = 0;       // IBA enum: PortInfo:MTUCap
-  uint32_t cap_mask = 0;     // PortInfo:CapabilityMask, host order
-  uint64_t port_guid = 0;    // host order
-  uint64_t subnet_prefix = 0;  // PortInfo:GidPrefix, host order
+  uint8_t neighbor_mtu = 0;       // IBA enum 1..5 (256..4096): the active MTU
+  uint8_t max_mtu = 0;            // IBA enum: PortInfo:MTUCap
+  uint32_t cap_mask = 0;          // PortInfo:CapabilityMask, host order
+  uint64_t port_guid = 0;         // host order
+  uint64_t subnet_prefix = 0;     // PortInfo:GidPrefix, host order
   uint8_t link_width_active = 0;  // IBA bits = ibv enum: 1 = 1X, 2 = 4X, 4 = 8X, 8 = 12X
   uint8_t link_speed_active = 0;  // ibv enum: 1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR
   uint16_t rate_gbps = 0;         // width x lane speed, as sysfs `rate` prints it

@@ -4,7 +4,9 @@ namespace ibemu::subnet_detail {
 
 namespace {
 
-bool link_up(const PortModel& p) { return p.phys == PhysState::kLinkUp && p.state != PortState::kDown; }
+bool link_up(const PortModel& p) {
+  return p.phys == PhysState::kLinkUp && p.state != PortState::kDown;
+}
 
 }  // namespace
 
@@ -69,8 +71,10 @@ void SubnetModel::try_link_up(Hop h) {
 
 void SubnetModel::bounce_link(Hop h) {
   if (!valid(h)) return;
-  if (port(h).peer) set_link_down(h);
-  else port(h).state = PortState::kDown;
+  if (port(h).peer)
+    set_link_down(h);
+  else
+    port(h).state = PortState::kDown;
   try_link_up(h);
 }
 

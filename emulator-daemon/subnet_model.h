@@ -24,9 +24,9 @@ struct Hop {
 /// ports use (LID, M_Key, ...) are ignored on switch external ports.
 struct PortModel {
   uint64_t guid = 0;
-  std::optional<Hop> peer;   // the other end of the cable; none for switch port 0
-  bool cable = true;         // false: unplugged (set_link_up)
-  bool disabled = false;     // PortPhysicalState set to Disabled by an SM
+  std::optional<Hop> peer;  // the other end of the cable; none for switch port 0
+  bool cable = true;        // false: unplugged (set_link_up)
+  bool disabled = false;    // PortPhysicalState set to Disabled by an SM
   PortState state = PortState::kDown;
   PhysState phys = PhysState::kPolling;
 
@@ -95,12 +95,13 @@ struct NodeModel {
 /// Link properties every port reports (4X EDR).
 inline constexpr uint8_t kWidthSupported = mad::kLinkWidth1x | mad::kLinkWidth4x;
 inline constexpr uint8_t kWidthActive = mad::kLinkWidth4x;
-inline constexpr uint8_t kSpeedSupported = mad::kLinkSpeedSdr | mad::kLinkSpeedDdr | mad::kLinkSpeedQdr;
+inline constexpr uint8_t kSpeedSupported =
+    mad::kLinkSpeedSdr | mad::kLinkSpeedDdr | mad::kLinkSpeedQdr;
 inline constexpr uint8_t kSpeedActive = mad::kLinkSpeedQdr;
 inline constexpr uint8_t kSpeedExtSupported = mad::kLinkSpeedExtFdr | mad::kLinkSpeedExtEdr;
 inline constexpr uint8_t kSpeedExtActive = mad::kLinkSpeedExtEdr;
-inline constexpr uint8_t kVlCap = 1;           // VL0 only
-inline constexpr uint8_t kRespTimeValue = 16;  // 4.096 us * 2^16, about 268 ms
+inline constexpr uint8_t kVlCap = 1;               // VL0 only
+inline constexpr uint8_t kRespTimeValue = 16;      // 4.096 us * 2^16, about 268 ms
 inline constexpr uint16_t kLinearFdbCap = 0xc000;  // every unicast LID
 
 struct SubnetModel {

@@ -11,27 +11,17 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <ctime>
 
 #include "common/control_channel.h"
+#include "common/log.h"
 #include "common/runtime_paths.h"
 #include "sm-lite/control_transport.h"
 #include "sm-lite/subnet_manager.h"
 
 namespace {
 
-void log_line(const std::string& line) {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm local{};
-  localtime_r(&ts.tv_sec, &local);
-  fmt::print("{:02}:{:02}:{:02}.{:03} ibemu-sm: {}\n", local.tm_hour, local.tm_min, local.tm_sec,
-             ts.tv_nsec / 1000000, line);
-  std::fflush(stdout);
-}
-
 int fail(const std::string& msg) {
-  fmt::print(stderr, "ibemu-sm: {}\n", msg);
+  ibemu::log_error("ibemu-sm: {}", msg);
   return 1;
 }
 
@@ -44,17 +34,25 @@ int main(int argc, char** argv) {
   int port = 1;
   double interval = 2.0;
   bool once = false;
+  std::string log_level = "info";
   app.add_option("--runtime-dir", runtime_dir,
                  "the daemon's runtime directory (default: $IBEMU_RUNTIME_DIR, "
                  "$XDG_RUNTIME_DIR/ibemu, /run/ibemu or /tmp/ibemu-UID)");
   app.add_option("--device", device, "device (name or index) whose port the SM runs on")
       ->default_str("the first device");
-  app.add_option("--port", port, "port of that device")->check(CLI::Range(1, 254))->capture_default_str();
+  app.add_option("--port", port, "port of that device")
+      ->check(CLI::Range(1, 254))
+      ->capture_default_str();
   app.add_option("--sweep-interval", interval, "seconds between light sweeps")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str();
   app.add_flag("--once", once, "sweep once and exit (ports stay Active)");
+  app.add_option("--log-level", log_level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  ibemu::set_log_level(ibemu::parse_log_level(log_level));
+  auto log_line = [](const std::string& line) { ibemu::log_info("ibemu-sm: {}", line); };
 
   const ibemu::RuntimePaths paths{runtime_dir.empty() ? ibemu::default_runtime_dir() : runtime_dir};
 
@@ -89,8 +87,8 @@ int main(int argc, char** argv) {
     if (!d.is_object()) continue;
     const int index = d.value("index", -1);
     const std::string name = d.value("name", std::string());
-    const bool match = device.empty() ? dev_index < 0
-                                      : (name == device || std::to_string(index) == device);
+    const bool match =
+        device.empty() ? dev_index < 0 : (name == device || std::to_string(index) == device);
     if (match && dev_index < 0) {
       dev_index = index;
       dev_name = name;

@@ -130,7 +130,8 @@ bool SubnetManager::discover() {
     if (v.from) {
       n.ports[in_port].num = in_port;
       n.ports[in_port].remote = v.from;
-      if (SmNode* f = find(v.from->first)) f->ports[v.from->second].remote = std::pair{guid, in_port};
+      if (SmNode* f = find(v.from->first))
+        f->ports[v.from->second].remote = std::pair{guid, in_port};
     }
 
     if (n.type != NodeType::kSwitch) {
@@ -139,13 +140,15 @@ bool SubnetManager::discover() {
       SmPort& p = n.ports[in_port];
       if (p.known) continue;  // already reached by a path found earlier
       p.num = in_port;
+      p.guid = ni->port_guid();
       p.path = v.path;
       auto pi = get<mad::PortInfo>(AttrId::kPortInfo, uint32_t(in_port), v.path);
       if (!pi) continue;
       p.info = *pi;
       p.known = true;
       p.linked = pi->port_physical_state() == uint8_t(PhysState::kLinkUp);
-      if (v.path.empty() && p.linked) queue.push_back(Visit{DrPath{uint8_t(in_port)}, std::pair{guid, in_port}});
+      if (v.path.empty() && p.linked)
+        queue.push_back(Visit{DrPath{uint8_t(in_port)}, std::pair{guid, in_port}});
       continue;
     }
     if (!fresh) continue;  // a switch is explored once
@@ -155,6 +158,7 @@ bool SubnetManager::discover() {
       if (!pi) continue;
       SmPort& p = n.ports[port];
       p.num = port;
+      p.guid = port == 0 ? ni->port_guid() : 0;
       p.path = v.path;
       p.info = *pi;
       p.known = true;
@@ -177,30 +181,50 @@ void SubnetManager::assign_lids() {
     order.emplace_back(self, sm_port_num_);
   for (auto& n : nodes_)
     for (auto& [num, p] : n.ports)
-      if (p.known && is_endpoint_port(n, num) &&
-          !(n.guid == sm_node_guid_ && num == sm_port_num_))
+      if (p.known && is_endpoint_port(n, num) && !(n.guid == sm_node_guid_ && num == sm_port_num_))
         order.emplace_back(&n, num);
   // Keep every LID a port already has, unless two ports claim the same one:
   // a master that takes over a configured subnet must not renumber it.
   std::set<uint16_t> taken;
   std::vector<uint16_t> lids(order.size(), 0);
+  std::vector<const char*> how(order.size(), "kept");
   for (size_t i = 0; i < order.size(); ++i) {
     const uint16_t cur = order[i].first->ports[order[i].second].info.lid();
     if (mad::is_unicast_lid(cur) && taken.insert(cur).second) lids[i] = cur;
   }
+  // A port that lost its LID (a reset CA) gets back the one it had.
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (lids[i]) continue;
+    auto it = lid_cache_.find(order[i].first->ports[order[i].second].guid);
+    if (it != lid_cache_.end() && taken.insert(it->second).second) {
+      lids[i] = it->second;
+      how[i] = "restored";
+    }
+  }
+  // New LIDs from 1 up, leaving alone those remembered for absent ports
+  // while any other LID is free.
+  std::set<uint16_t> reserved;
+  for (const auto& [guid, lid] : lid_cache_) reserved.insert(lid);
   uint16_t next = 1;
   for (size_t i = 0; i < order.size(); ++i) {
-    auto& [node, port] = order[i];
-    const bool kept = lids[i] != 0;
-    if (!kept) {
-      while (taken.count(next)) ++next;
-      if (!mad::is_unicast_lid(next)) break;  // out of LIDs: leave the rest at 0
-      lids[i] = next;
-      taken.insert(next);
+    if (lids[i]) continue;
+    while (mad::is_unicast_lid(next) && (taken.count(next) || reserved.count(next))) ++next;
+    if (!mad::is_unicast_lid(next)) {  // only reserved LIDs left: use them
+      next = 1;
+      while (mad::is_unicast_lid(next) && taken.count(next)) ++next;
+      reserved.clear();
     }
+    if (!mad::is_unicast_lid(next)) break;  // 49151 LIDs in use: leave the rest at 0
+    lids[i] = next;
+    how[i] = "assigned";
+    taken.insert(next);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto& [node, port] = order[i];
     endpoints_.push_back(SmEndpoint{node->guid, port, lids[i]});
+    if (lids[i] && node->ports[port].guid) lid_cache_[node->ports[port].guid] = lids[i];
     log(fmt::format("{} {:#018x} \"{}\" port {}: LID {} ({})", mad::to_string(node->type),
-                    node->guid, node->description, port, lids[i], kept ? "kept" : "assigned"));
+                    node->guid, node->description, port, lids[i], lids[i] ? how[i] : "none left"));
     if (node->guid == sm_node_guid_ && port == sm_port_num_) sm_lid_ = lids[i];
   }
 }
@@ -258,15 +282,23 @@ bool SubnetManager::configure_ports() {
         ok = false;
         continue;
       }
-      if (want == PortState::kArmed)
+      if (want == PortState::kArmed && is_endpoint_port(n, num))
         log(fmt::format("{:#018x} port {}: Armed, LID {}", n.guid, num, p.info.lid()));
+      else if (want == PortState::kArmed)
+        log(fmt::format("{:#018x} port {}: Armed", n.guid, num));
     }
   return ok;
 }
 
-uint8_t SubnetManager::route(const SmNode& sw, uint64_t dst) const {
-  if (dst == sw.guid) return 0;
-  // Breadth-first over the links, transiting switches only: min-hop routing.
+uint8_t SubnetManager::route(const SmNode& sw, const SmEndpoint& dst) const {
+  if (dst.node_guid == sw.guid) return 0;
+  const SmNode* target = nullptr;
+  for (const auto& n : nodes_)
+    if (n.guid == dst.node_guid) target = &n;
+  if (!target) return kNoRoute;
+  const bool to_switch = target->type == NodeType::kSwitch;
+  // Breadth-first through switches only: min-hop routing. A CA port is
+  // reached by the link that ends on that very port.
   std::map<uint64_t, uint8_t> first_port;
   std::deque<const SmNode*> queue;
   first_port[sw.guid] = 0;
@@ -276,13 +308,15 @@ uint8_t SubnetManager::route(const SmNode& sw, uint64_t dst) const {
     queue.pop_front();
     for (const auto& [num, p] : n->ports) {
       if (num == 0 || !p.remote || !p.linked) continue;
-      const uint64_t next = p.remote->first;
-      if (first_port.count(next)) continue;
+      const auto [next, next_port] = *p.remote;
       const uint8_t via = n == &sw ? uint8_t(num) : first_port[n->guid];
-      if (next == dst) return via;
-      first_port[next] = via;
+      if (next == dst.node_guid && (to_switch || next_port == dst.port)) return via;
+      if (first_port.count(next)) continue;
       for (const auto& m : nodes_)
-        if (m.guid == next && m.type == NodeType::kSwitch) queue.push_back(&m);
+        if (m.guid == next && m.type == NodeType::kSwitch) {
+          first_port[next] = via;
+          queue.push_back(&m);
+        }
     }
   }
   return kNoRoute;
@@ -310,7 +344,7 @@ bool SubnetManager::program_switches() {
       mad::LinearForwardingTable lft;
       for (size_t i = 0; i < lft.kEntries; ++i) lft.set_port(i, kNoRoute);
       for (const auto& e : endpoints_)
-        if (e.lid / 64 == block) lft.set_port(e.lid % 64, route(n, e.node_guid));
+        if (e.lid / 64 == block) lft.set_port(e.lid % 64, route(n, e));
       if (!set<mad::LinearForwardingTable>(AttrId::kLinearForwardingTable, block, n.path, lft))
         ok = false;
     }

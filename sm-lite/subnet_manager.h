@@ -24,11 +24,12 @@ using DrPath = std::vector<uint8_t>;  // egress port per hop, from the SM's port
 /// One port of a discovered node.
 struct SmPort {
   int num = 0;
-  DrPath path;           // a DR path whose SMPs reach the node through this port
-                         // (for a switch: the switch's path, for every port)
-  mad::PortInfo info;    // last PortInfo read
-  bool known = false;    // its PortInfo was read (a far end seen but not reached is not)
-  bool linked = false;   // PortPhysicalState LinkUp
+  uint64_t guid = 0;    // port GUID (NodeInfo:PortGUID seen through this port)
+  DrPath path;          // a DR path whose SMPs reach the node through this port
+                        // (for a switch: the switch's path, for every port)
+  mad::PortInfo info;   // last PortInfo read
+  bool known = false;   // its PortInfo was read (a far end seen but not reached is not)
+  bool linked = false;  // PortPhysicalState LinkUp
   std::optional<std::pair<uint64_t, int>> remote;  // node GUID and port at the far end
 };
 
@@ -38,9 +39,9 @@ struct SmNode {
   mad::NodeType type = mad::NodeType::kCa;
   int num_ports = 0;
   std::string description;
-  DrPath path;                 // the first path it was found by
-  std::map<int, SmPort> ports; // port 0 is a switch's management port
-  uint16_t lft_top = 0;        // switches: LinearFDBTop last programmed
+  DrPath path;                  // the first path it was found by
+  std::map<int, SmPort> ports;  // port 0 is a switch's management port
+  uint16_t lft_top = 0;         // switches: LinearFDBTop last programmed
 };
 
 /// A LID the SM hands out: a CA port, or a switch (its port 0).
@@ -90,9 +91,10 @@ class SubnetManager {
   bool activate_ports();
 
   SmNode* find(uint64_t guid);
-  /// Egress port of switch `sw` toward node `dst` (0 = itself); 0xFF when
-  /// no path through switches exists.
-  uint8_t route(const SmNode& sw, uint64_t dst) const;
+  /// Egress port of switch `sw` toward an endpoint (0 = the switch itself):
+  /// the first hop of a shortest path through switches that ends on the
+  /// endpoint's own port; 0xFF when there is none.
+  uint8_t route(const SmNode& sw, const SmEndpoint& dst) const;
   /// Sets PortInfo of one port: `state` to move to (kNop = stay), LID fields
   /// from the endpoint table where it has a LID.
   bool set_port(SmNode& n, int port, PortState state);
@@ -106,6 +108,9 @@ class SubnetManager {
   uint64_t next_tid_;
   std::vector<SmNode> nodes_;
   std::vector<SmEndpoint> endpoints_;
+  /// Port GUID -> LID of every endpoint ever configured: a port that comes
+  /// back with LID 0 gets its old LID, and no one else is given it meanwhile.
+  std::map<uint64_t, uint16_t> lid_cache_;
   uint64_t sm_node_guid_ = 0;
   int sm_port_num_ = 0;
   uint16_t sm_lid_ = 0;

@@ -47,11 +47,11 @@ constexpr void set_field(uint8_t* p, Field f, uint64_t v) noexcept {
 
 /// Declares a typed getter `name()` and setter `set_name(v)` for a field of
 /// the enclosing struct's `bytes` array, at the spec table's bit position.
-#define IBEMU_MAD_FIELD(type, name, offset, width)                              \
-  static constexpr ::ibemu::mad::Field k_##name{offset, width};                 \
-  type name() const noexcept {                                                  \
-    return static_cast<type>(::ibemu::mad::get_field(bytes.data(), k_##name));  \
-  }                                                                             \
-  void set_##name(type v) noexcept {                                            \
-    ::ibemu::mad::set_field(bytes.data(), k_##name, static_cast<uint64_t>(v));  \
+#define IBEMU_MAD_FIELD(type, name, offset, width)                             \
+  static constexpr ::ibemu::mad::Field k_##name{offset, width};                \
+  type name() const noexcept {                                                 \
+    return static_cast<type>(::ibemu::mad::get_field(bytes.data(), k_##name)); \
+  }                                                                            \
+  void set_##name(type v) noexcept {                                           \
+    ::ibemu::mad::set_field(bytes.data(), k_##name, static_cast<uint64_t>(v)); \
   }

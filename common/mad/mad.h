@@ -11,15 +11,15 @@
 
 namespace ibemu::mad {
 
-inline constexpr size_t kMadSize = 256;        // IBA 13.4.2: every MAD is 256 bytes
-inline constexpr size_t kMadHeaderSize = 24;   // IBA 13.4.3
-inline constexpr uint8_t kBaseVersion = 1;     // IBA 13.4.3 BaseVersion
-inline constexpr uint8_t kSmpClassVersion = 1; // IBA 14.2.1.1 ClassVersion of SMPs
+inline constexpr size_t kMadSize = 256;         // IBA 13.4.2: every MAD is 256 bytes
+inline constexpr size_t kMadHeaderSize = 24;    // IBA 13.4.3
+inline constexpr uint8_t kBaseVersion = 1;      // IBA 13.4.3 BaseVersion
+inline constexpr uint8_t kSmpClassVersion = 1;  // IBA 14.2.1.1 ClassVersion of SMPs
 
 /// IBA 13.4.4 Table 103: management classes this code knows by name.
 enum class MgmtClass : uint8_t {
-  kSubnLid = 0x01,       // LID-routed SMP
-  kSubnAdm = 0x03,       // SA
+  kSubnLid = 0x01,  // LID-routed SMP
+  kSubnAdm = 0x03,  // SA
   kPerfMgt = 0x04,
   kBoardMgt = 0x05,
   kDevMgt = 0x06,
@@ -76,10 +76,10 @@ enum class MadStatus : uint16_t {
   kOk = 0x0000,
   kBusy = 0x0001,
   kRedirect = 0x0002,
-  kBadVersion = 0x0004,              // code 1: class or version not supported
-  kUnsupportedMethod = 0x0008,       // code 2
-  kUnsupportedMethodAttr = 0x000c,   // code 3: method/attribute combination
-  kInvalidField = 0x001c,            // code 7: a field or the modifier is invalid
+  kBadVersion = 0x0004,             // code 1: class or version not supported
+  kUnsupportedMethod = 0x0008,      // code 2
+  kUnsupportedMethodAttr = 0x000c,  // code 3: method/attribute combination
+  kInvalidField = 0x001c,           // code 7: a field or the modifier is invalid
 };
 
 /// Names as the spec writes them; unknown values print in hex.

@@ -16,8 +16,10 @@ namespace ibemu::provider {
 namespace {
 // Spin this long on an empty inbox before sleeping: keeps latency low under
 // traffic while an idle process costs nothing.
-constexpr engine::Nanos kSpinNs = 50'000;
+constexpr engine::Nanos kSpinNs = 20'000;
 constexpr uint32_t kInboxSlots = 1024;
+// An application thread that polled within this window is taken as polling.
+constexpr engine::Nanos kAppPollGraceNs = 1'000'000;
 }  // namespace
 
 ProviderContext::~ProviderContext() {
@@ -103,20 +105,38 @@ void ProviderContext::post_async_event(uint64_t element, uint32_t type) noexcept
   }
 }
 
+int ProviderContext::drain_inbox(int budget) noexcept {
+  int n = 0;
+  size_t len;
+  while (n < budget) {
+    const uint8_t* pkt = inbox_.peek(&len);
+    if (!pkt) break;
+    engine_->receive(pkt, len);
+    inbox_.pop();
+    ++n;
+  }
+  return n;
+}
+
+bool ProviderContext::try_progress() noexcept {
+  last_app_poll_.store(engine::now_ns(), std::memory_order_relaxed);
+  std::unique_lock lock(consumer_mutex_, std::try_to_lock);
+  return lock.owns_lock() && drain_inbox(64) > 0;
+}
+
 void ProviderContext::progress_loop() noexcept {
   pthread_setname_np(pthread_self(), "ibemu-progress");
   engine::Nanos next_timer = 0;
   engine::Nanos last_scan = 0;
   engine::Nanos idle_since = 0;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    size_t len;
-    bool worked = false;
-    while (const uint8_t* pkt = inbox_.peek(&len)) {
-      engine_->receive(pkt, len);
-      inbox_.pop();
-      worked = true;
-    }
     engine::Nanos now = engine::now_ns();
+    bool app_polling = now - last_app_poll_.load(std::memory_order_relaxed) < kAppPollGraceNs;
+    bool worked = false;
+    if (!app_polling) {
+      std::unique_lock lock(consumer_mutex_, std::try_to_lock);
+      if (lock.owns_lock()) worked = drain_inbox(256) > 0;
+    }
     // Timers are due at next_timer; QPs that started sending since the last
     // scan armed theirs without telling us, so scan at least every 1 ms.
     if ((next_timer && now >= next_timer) || now - last_scan > 1'000'000) {
@@ -124,6 +144,15 @@ void ProviderContext::progress_loop() noexcept {
       last_scan = now;
     }
     if (worked) {
+      idle_since = 0;
+      continue;
+    }
+    if (app_polling) {
+      // The application drains the inbox itself; only timers are ours.
+      // Sleep without asking producers to wake us.
+      engine::Nanos wait = kAppPollGraceNs;
+      if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
+      inbox_.wait(wait, /*announce=*/false);
       idle_since = 0;
       continue;
     }

@@ -5,6 +5,7 @@
 // process needs no thread of its own for its QPs to make progress.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "common/control_channel.h"
@@ -33,16 +34,29 @@ class ProviderContext : public engine::PortTable {
   engine::HcaEngine& engine() { return *engine_; }
   ControlClient& daemon() { return daemon_; }
   int async_read_fd() const { return async_pipe_[0]; }
+  /// Drains the inbox from an application thread (poll_cq found nothing):
+  /// on a busy host this beats waiting for the progress thread to be
+  /// scheduled. Returns whether packets were processed. Never blocks.
+  bool try_progress() noexcept;
   /// Queues an async event (ibv_async_event's element and type) for ibv_get_async_event.
   void post_async_event(uint64_t element, uint32_t type) noexcept;
 
  private:
   void progress_loop() noexcept;
+  /// Processes up to `budget` packets; the caller holds consumer_mutex_.
+  int drain_inbox(int budget) noexcept;
 
   ControlClient daemon_;
   const StatePage* page_ = nullptr;
   int device_index_ = -1;
   link::ShmRing inbox_;
+  // The inbox has one consumer at a time: the progress thread or an
+  // application thread in try_progress().
+  std::mutex consumer_mutex_;
+  // When an application thread polled last; while it polls, the progress
+  // thread stays out of its way (on a 2-core host every spinning thread
+  // costs the poller its CPU).
+  std::atomic<int64_t> last_app_poll_{0};
   std::unique_ptr<ShmLink> link_;
   std::unique_ptr<engine::HcaEngine> engine_;
   std::thread progress_;

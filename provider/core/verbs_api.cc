@@ -202,6 +202,7 @@ int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
   Completion batch[64];
   int total = 0;
+  if (cq->cq->empty()) cq->owner->ctx.try_progress();
   while (total < n) {
     int got = cq->cq->poll(std::min(n - total, 64), batch);
     for (int i = 0; i < got; ++i) {

@@ -223,14 +223,24 @@ TEST(PortInfo, Table148Positions) {
 TEST(PortInfo, EveryFieldRoundTripsWithoutTouchingItsNeighbours) {
   // Fill a field with ones in an all-zero attribute: exactly `width` bits
   // come out set, and the getter reads the value back.
-  const Field fields[] = {
-      PortInfo::k_m_key, PortInfo::k_gid_prefix, PortInfo::k_lid, PortInfo::k_master_sm_lid,
-      PortInfo::k_capability_mask, PortInfo::k_lmc, PortInfo::k_port_state,
-      PortInfo::k_neighbor_mtu, PortInfo::k_mtu_cap, PortInfo::k_hoq_life,
-      PortInfo::k_vl_stall_count, PortInfo::k_operational_vls, PortInfo::k_subnet_timeout,
-      PortInfo::k_resp_time_value, PortInfo::k_link_round_trip_latency,
-      PortInfo::k_link_speed_ext_enabled, PortInfo::k_client_reregister,
-      PortInfo::k_multicast_pkey_trap_suppression_enabled};
+  const Field fields[] = {PortInfo::k_m_key,
+                          PortInfo::k_gid_prefix,
+                          PortInfo::k_lid,
+                          PortInfo::k_master_sm_lid,
+                          PortInfo::k_capability_mask,
+                          PortInfo::k_lmc,
+                          PortInfo::k_port_state,
+                          PortInfo::k_neighbor_mtu,
+                          PortInfo::k_mtu_cap,
+                          PortInfo::k_hoq_life,
+                          PortInfo::k_vl_stall_count,
+                          PortInfo::k_operational_vls,
+                          PortInfo::k_subnet_timeout,
+                          PortInfo::k_resp_time_value,
+                          PortInfo::k_link_round_trip_latency,
+                          PortInfo::k_link_speed_ext_enabled,
+                          PortInfo::k_client_reregister,
+                          PortInfo::k_multicast_pkey_trap_suppression_enabled};
   for (const Field f : fields) {
     PortInfo pi;
     const uint64_t ones = f.width == 64 ? ~0ull : (1ull << f.width) - 1;

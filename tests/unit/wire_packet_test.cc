@@ -211,10 +211,10 @@ TEST(WirePacket, GivenTrailingBytesExpectBadLength) {
 }
 
 TEST(WirePacket, GivenRawLnhExpectBadLnh) {
-  for (uint8_t lnh : {0, 1}) {
+  for (int lnh : {0, 1}) {
     std::vector<uint8_t> p = build(full_headers(0x04, false), pattern(8));
     Lrh l = Lrh::from(p.data());
-    l.set_lnh(lnh);
+    l.set_lnh(static_cast<uint8_t>(lnh));
     l.to(p.data());
     reseal(p);
     EXPECT_EQ(parse_exact(p, p.size()), ParseError::kBadLnh);

@@ -2,6 +2,7 @@
 // A completion queue. Producers are the QPs' engines (any thread), the consumer
 // polls from application threads; one mutex guards the ring. Arming for an
 // event (ibv_req_notify_cq) is one-shot, as on hardware (IBA 11.4.2.2).
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -23,6 +24,8 @@ class CompletionQueue {
   void arm(bool solicited_only);
   int resize(uint32_t capacity);
   uint32_t capacity() const;
+  /// A racy hint for pollers (no lock): true when nothing is queued.
+  bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
   bool overrun() const;
   /// Removes completions of a QP being destroyed (they must not be polled later).
   void purge_qp(uint32_t qpn);
@@ -30,7 +33,8 @@ class CompletionQueue {
  private:
   mutable std::mutex mutex_;
   std::vector<Completion> ring_;
-  uint32_t head_ = 0, count_ = 0;
+  uint32_t head_ = 0;
+  std::atomic<uint32_t> count_{0};
   enum class Armed : uint8_t { kNo, kNext, kSolicited } armed_ = Armed::kNo;
   bool overrun_ = false;
   std::function<void()> notify_;

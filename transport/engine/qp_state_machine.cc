@@ -59,9 +59,11 @@ TransitionRule transition_rule(QpType type, QpState from, QpState to) {
       if (to == S::kSqd && from == S::kSqd) {
         if (ud) return {true, 0, kQpPkeyIndex | kQpQkey};
         uint32_t opt = kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState;
+        // An RC QP may also move its primary path to another port while
+        // drained (IBA 11.2.4.2, SQD→SQD; the Linux qp_state_table agrees).
         if (rc)
-          opt |= kQpMinRnrTimer | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
-                 kQpMaxDestRdAtomic;
+          opt |= kQpPort | kQpMinRnrTimer | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
+                 kQpMaxQpRdAtomic | kQpMaxDestRdAtomic;
         return {true, 0, opt};
       }
       break;
@@ -79,10 +81,12 @@ int check_transition(QpType type, QpState from, QpState to, uint32_t mask) {
   if (!(mask & kQpState)) to = from;
   TransitionRule rule = transition_rule(type, from, to);
   if (!rule.valid) return EINVAL;
-  uint32_t given = mask & ~(kQpState | kQpCurState);
-  uint32_t allowed_extra = rule.optional & ~kQpCurState;
+  // The current QP state is an optional attribute of RTR/RTS/SQD/SQE → RTS
+  // only (IBA 11.2.4.2) and refused with any other transition, as real HCAs'
+  // drivers refuse it (Linux ib_modify_qp_is_ok).
+  uint32_t given = mask & ~kQpState;
   if ((given & rule.required) != rule.required) return EINVAL;
-  if (given & ~(rule.required | allowed_extra)) return EINVAL;
+  if (given & ~(rule.required | rule.optional)) return EINVAL;
   return 0;
 }
 

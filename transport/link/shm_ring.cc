@@ -123,8 +123,13 @@ void ShmRing::pop() noexcept {
   hdr_->head.fetch_add(1, std::memory_order_release);
 }
 
-void ShmRing::wait(int64_t timeout_ns) noexcept {
+void ShmRing::wait(int64_t timeout_ns, bool announce) noexcept {
   uint32_t seq = hdr_->wake_seq.load(std::memory_order_acquire);
+  if (!announce) {
+    timespec ts{timeout_ns / 1000000000, timeout_ns % 1000000000};
+    futex(&hdr_->wake_seq, FUTEX_WAIT, seq, timeout_ns >= 0 ? &ts : nullptr);
+    return;
+  }
   hdr_->consumer_sleeping.store(1, std::memory_order_seq_cst);
   // Re-check after announcing sleep: a producer that published before it saw
   // the flag will not wake us (the Dekker pair with push()).

@@ -50,8 +50,9 @@ class ShmRing {
   const uint8_t* peek(size_t* len) noexcept;
   void pop() noexcept;
   /// Consumer: sleeps until a producer pushes, wake() is called, or
-  /// timeout_ns passes (<0: no timeout).
-  void wait(int64_t timeout_ns) noexcept;
+  /// timeout_ns passes (<0: no timeout). With announce false, producers are
+  /// not asked to wake the consumer (someone else is draining the ring).
+  void wait(int64_t timeout_ns, bool announce = true) noexcept;
   /// Wakes the consumer (shutdown, or new timers).
   void wake() noexcept;
 

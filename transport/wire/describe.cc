@@ -1,4 +1,5 @@
 // describe_packet(): one-line packet summaries for traces and test failures.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -16,8 +17,8 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string& s, const char* f
   va_start(ap, fmt);
   const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (n > 0)
-    s.append(buf, static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1);
+  // vsnprintf reports the untruncated length; keep what fitted.
+  if (n > 0) s.append(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
 }
 
 void append_gid(std::string& s, const char* label, const Gid& g) {

@@ -24,7 +24,7 @@
 
 namespace ibemu::wire {
 
-/// Largest payload of one packet: the largest IBA MTU (IBA 7.7, 9.6).
+/// Largest payload of one packet: the largest IBA path MTU, 4096 bytes.
 inline constexpr size_t kMaxPayload = 4096;
 /// LRH + GRH + BTH + the largest extension headers (AtomicETH).
 inline constexpr size_t kMaxHeaders = Lrh::kSize + Grh::kSize + Bth::kSize + kMaxExtLen;

@@ -1,0 +1,43 @@
+# ibemu's entry points. `make setup` is the first command of the README: it
+# installs what is missing (Debian packages), builds, starts the emulated
+# fabric and runs a real verbs program across two emulated HCAs.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+SANITIZE ?=
+export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
+
+.PHONY: all setup deps build test unit integration demo bench clean format format-check
+
+all: build
+
+setup: deps build demo
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(SANITIZE),-DIBEMU_SANITIZE=$(SANITIZE))
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+test: deps build
+	@scripts/run-tests.sh $(BUILD)
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+integration: build
+	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/integration
+
+format:
+	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format -i
+
+format-check:
+	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian packages ibemu needs to build and test, skipping those
+# already installed. Idempotent; needs root (or sudo) only when something is missing.
+set -eu
+PACKAGES="build-essential cmake pkg-config binutils
+  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
+  libibverbs-dev librdmacm-dev ibverbs-providers
+  ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs
+  python3-pytest iproute2 procps"
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && { echo "ibemu: all build and test packages are installed"; exit 0; }
+echo "ibemu: installing:$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

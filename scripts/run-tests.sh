@@ -1,0 +1,14 @@
+#!/bin/sh
+# `make test`: every test suite, in order of speed. Exits non-zero if any fails.
+set -u
+BUILD=${1:-build}
+BUILD=$(cd "$BUILD" && pwd)
+status=0
+echo "== unit tests (GoogleTest via ctest)"
+(cd "$BUILD" && ctest --output-on-failure -j"$(nproc)") || status=1
+echo "== preload shim"
+tests/shim/test_shim.sh "$BUILD" || status=1
+echo "== integration tests (pytest, real rdma-core programs)"
+IBEMU_BUILD="$BUILD" /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration || status=1
+if [ $status -ne 0 ]; then echo "ibemu: some tests FAILED"; else echo "ibemu: all tests passed"; fi
+exit $status

@@ -1,0 +1,127 @@
+"""Fixtures for ibemu's integration tests: a private emulated fabric per test
+module, and helpers that run real rdma-core programs against it."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
+
+
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tcp_listening(port):
+    """True when some process listens on TCP `port` (without connecting to it:
+    the pingpong servers accept exactly one connection)."""
+    want = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[1].endswith(want) and fields[3] == "0A":
+                        return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+class Fabric:
+    """One host's emulated fabric in a private runtime directory."""
+
+    def __init__(self, runtime_dir: Path):
+        self.runtime_dir = runtime_dir
+        self.ibemu_bin = str(BUILD / "bin" / "ibemu")
+
+    def ibemu(self, *args, check=True, timeout=60):
+        env = dict(os.environ, IBEMU_RUNTIME_DIR=str(self.runtime_dir))
+        return subprocess.run([self.ibemu_bin, *args], env=env, check=check, timeout=timeout,
+                              capture_output=True, text=True)
+
+    def up(self, sm=True):
+        args = ["up"] if sm else ["up", "--no-sm"]
+        return self.ibemu(*args)
+
+    def down(self):
+        return self.ibemu("down", check=False)
+
+    def status(self):
+        return json.loads(self.ibemu("status", "--json").stdout)
+
+    def env(self):
+        out = self.ibemu("env").stdout
+        env = dict(os.environ)
+        for line in out.splitlines():
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = value.strip("'")
+        return env
+
+    def run(self, cmd, timeout=120, check=False):
+        return subprocess.run(cmd, env=self.env(), timeout=timeout, capture_output=True,
+                              text=True, check=check)
+
+    def spawn(self, cmd):
+        return subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def sm_pid(self):
+        try:
+            return int((self.runtime_dir / "ibemu-sm.lock").read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def logs(self):
+        text = ""
+        for name in ("ibemud.log", "ibemu-sm.log"):
+            p = self.runtime_dir / name
+            if p.exists():
+                text += f"--- {name}\n{p.read_text()[-4000:]}\n"
+        return text
+
+
+def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):
+    """Starts a server, waits until it listens on `port`, runs the client;
+    returns (server_result, client_result) as (returncode, output)."""
+    server = fabric.spawn(server_cmd)
+    deadline = time.time() + 20
+    while not tcp_listening(port):
+        if server.poll() is not None or time.time() > deadline:
+            out = server.communicate()[0] if server.poll() is not None else ""
+            server.kill()
+            pytest.fail(f"server did not listen on {port}: {out}\n{fabric.logs()}")
+        time.sleep(0.02)
+    try:
+        client = fabric.run(client_cmd, timeout=timeout)
+        server_out = server.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        server.kill()
+        pytest.fail(f"timeout\n{fabric.logs()}")
+    return (server.returncode, server_out), (client.returncode, client.stdout + client.stderr)
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    runtime = tmp_path_factory.mktemp("ibemu")
+    f = Fabric(runtime)
+    f.up()
+    yield f
+    f.down()
+
+
+@pytest.fixture
+def fresh_fabric(tmp_path):
+    """A fabric whose SM the test starts itself (ports begin INIT)."""
+    f = Fabric(tmp_path / "rt")
+    yield f
+    f.down()

@@ -1,0 +1,124 @@
+"""The emulated HCAs as rdma-core's own tools see them (ibverbs-utils,
+infiniband-diags): before the subnet manager runs and after."""
+import re
+import subprocess
+import time
+
+
+def port_blocks(devinfo_text):
+    """{(device, port): text of that port's section} from `ibv_devinfo -v`."""
+    blocks = {}
+    for dev_text in re.split(r"(?=^hca_id:)", devinfo_text, flags=re.M):
+        m = re.match(r"hca_id:\s+(\S+)", dev_text)
+        if not m:
+            continue
+        for port_text in re.split(r"(?=^\s+port:\s+\d+)", dev_text, flags=re.M)[1:]:
+            num = int(re.match(r"\s+port:\s+(\d+)", port_text).group(1))
+            blocks[(m.group(1), num)] = port_text
+    return blocks
+
+
+def field(text, name):
+    m = re.search(rf"^\s*{name}:\s+(.+)$", text, flags=re.M)
+    assert m, f"{name} missing in:\n{text}"
+    return m.group(1).strip()
+
+
+def test_ibv_devices_lists_both_hcas(fabric):
+    out = fabric.run(["ibv_devices"], check=True).stdout
+    assert re.search(r"^\s+ibemu0\s+[0-9a-f]{16}$", out, re.M), out
+    assert re.search(r"^\s+ibemu1\s+[0-9a-f]{16}$", out, re.M), out
+
+
+def test_ibv_devinfo_verbose_after_sm(fabric):
+    out = fabric.run(["ibv_devinfo", "-v"], check=True).stdout
+    for dev in ("ibemu0", "ibemu1"):
+        section = out.split(f"hca_id:\t{dev}")[1].split("hca_id:")[0]
+        assert field(section, "transport") == "InfiniBand (0)"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", field(section, "fw_ver"))
+        assert re.fullmatch(r"[0-9a-f]{4}(:[0-9a-f]{4}){3}", field(section, "node_guid"))
+        assert re.fullmatch(r"[0-9a-f]{4}(:[0-9a-f]{4}){3}", field(section, "sys_image_guid"))
+        assert field(section, "vendor_id").startswith("0x")
+        assert field(section, "phys_port_cnt") == "2"
+    lids = set()
+    blocks = port_blocks(out)
+    assert len(blocks) == 4
+    for (dev, port), text in blocks.items():
+        assert field(text, "state") == "PORT_ACTIVE (4)"
+        assert field(text, "max_mtu") == "4096 (5)"
+        assert field(text, "active_mtu") == "4096 (5)"
+        assert field(text, "link_layer") == "InfiniBand"
+        lid = int(field(text, "port_lid"))
+        assert lid != 0
+        assert int(field(text, "sm_lid")) != 0
+        lids.add(lid)
+    assert len(lids) == 4, "every port has its own LID"
+
+
+def test_ports_are_init_until_the_sm_runs(fresh_fabric):
+    f = fresh_fabric
+    f.up(sm=False)
+    out = f.run(["ibv_devinfo"], check=True).stdout
+    blocks = port_blocks(out)
+    assert len(blocks) == 4
+    for text in blocks.values():
+        assert field(text, "state") == "PORT_INIT (2)"
+        assert int(field(text, "port_lid")) == 0
+    f.up()  # starts ibemu-sm, waits for ACTIVE
+    out = f.run(["ibv_devinfo"], check=True).stdout
+    blocks = port_blocks(out)
+    assert {field(t, "state") for t in blocks.values()} == {"PORT_ACTIVE (4)"}
+    assert len({int(field(t, "port_lid")) for t in blocks.values()}) == 4
+
+
+def test_killing_the_sm_leaves_ports_active_and_a_new_sm_takes_over(fresh_fabric):
+    f = fresh_fabric
+    f.up()
+    before = {(d["name"], p["port"]): p["lid"] for d in f.status()["devices"]
+              for p in d["port_info"]}
+    pid = f.sm_pid()
+    assert pid
+    subprocess.run(["kill", "-9", str(pid)], check=True)
+    time.sleep(0.5)
+    st = f.status()
+    assert all(p["state"] == "ACTIVE" for d in st["devices"] for p in d["port_info"])
+    f.up()  # a new SM
+    assert f.sm_pid() and f.sm_pid() != pid
+    after = {(d["name"], p["port"]): p["lid"] for d in f.status()["devices"]
+             for p in d["port_info"]}
+    assert after == before, "the new SM keeps the LIDs"
+
+
+def test_ibstat_and_ibstatus(fabric):
+    out = fabric.run(["ibstat"], check=True).stdout
+    assert "CA 'ibemu0'" in out and "CA 'ibemu1'" in out
+    assert out.count("State: Active") == 4
+    assert out.count("Physical state: LinkUp") == 4
+    assert out.count("Link layer: InfiniBand") == 4
+    out = fabric.run(["ibstat", "-l"], check=True).stdout.split()
+    assert out == ["ibemu0", "ibemu1"]
+    out = fabric.run(["ibstatus"], check=True).stdout
+    assert out.count("4: ACTIVE") == 4
+    assert "Infiniband device 'ibemu1' port 2 status" in out
+
+
+def test_status_shows_devices_ports_and_processes(fabric):
+    out = fabric.ibemu("status").stdout
+    assert "ibemu0" in out and "ibemu1" in out
+    assert out.count("ACTIVE") == 4
+
+
+def test_commands_say_when_the_daemon_is_not_running(tmp_path):
+    from conftest import Fabric
+    f = Fabric(tmp_path / "none")
+    r = f.ibemu("status", check=False)
+    assert r.returncode != 0
+    assert "ibemud is not running (start it with: ibemu up)" in r.stderr
+
+
+def test_second_daemon_on_the_same_runtime_dir_refuses(fabric):
+    import os
+    r = subprocess.run([str(fabric.ibemu_bin).replace("/ibemu", "/ibemud"), "--runtime-dir",
+                        str(fabric.runtime_dir)], capture_output=True, text=True, timeout=10)
+    assert r.returncode != 0
+    assert "already runs on this runtime directory" in r.stderr

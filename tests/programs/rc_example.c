@@ -1,0 +1,311 @@
+/*
+ * rc_example: the flow of the RC example in the RDMA Aware Programming
+ * manual, written for ibemu's tests. Server and client exchange QP number,
+ * LID, GID, rkey and buffer address over TCP, move their QPs
+ * RESET -> INIT -> RTR -> RTS, the client posts a receive, the server SENDs
+ * its buffer, the client checks it, and both print "test result is 0".
+ *
+ *   rc_example [-d dev] [-i port] [-g gid_idx] [-p tcp_port] [-s size] [server]
+ *
+ * Like the manual's program it uses a small malloc'ed buffer (byte-granular
+ * MR), rnr_retry 0, and fails when a completion does not arrive in 2 s.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define MSG "SEND operation "
+#define POLL_TIMEOUT_MS 2000
+
+struct peer_info {
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t qp_num;
+  uint16_t lid;
+  uint8_t gid[16];
+} __attribute__((packed));
+
+struct config {
+  const char *dev_name;
+  const char *server_name;
+  int ib_port;
+  int gid_idx;
+  int tcp_port;
+  int size;
+};
+
+static int tcp_connect(const struct config *cfg) {
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res, *it;
+  char port[16];
+  int fd = -1;
+  snprintf(port, sizeof(port), "%d", cfg->tcp_port);
+  if (cfg->server_name) {
+    if (getaddrinfo(cfg->server_name, port, &hints, &res)) return -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      for (it = res; it; it = it->ai_next) {
+        fd = socket(it->ai_family, it->ai_socktype, 0);
+        if (fd >= 0 && connect(fd, it->ai_addr, it->ai_addrlen) == 0) break;
+        if (fd >= 0) close(fd);
+        fd = -1;
+      }
+      if (fd < 0) usleep(50000); /* the server may not listen yet */
+    }
+    freeaddrinfo(res);
+    return fd;
+  }
+  hints.ai_flags = AI_PASSIVE;
+  if (getaddrinfo(NULL, port, &hints, &res)) return -1;
+  int lfd = socket(res->ai_family, res->ai_socktype, 0), one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(lfd, res->ai_addr, res->ai_addrlen) || listen(lfd, 1)) {
+    perror("bind/listen");
+    freeaddrinfo(res);
+    return -1;
+  }
+  freeaddrinfo(res);
+  fd = accept(lfd, NULL, NULL);
+  close(lfd);
+  return fd;
+}
+
+static int exchange(int fd, const void *out, void *in, size_t n) {
+  if (write(fd, out, n) != (ssize_t)n) return -1;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, (char *)in + got, n - got);
+    if (r <= 0) return -1;
+    got += r;
+  }
+  return 0;
+}
+
+static int poll_completion(struct ibv_cq *cq, const char *what) {
+  struct ibv_wc wc;
+  struct timeval start, now;
+  int n;
+  gettimeofday(&start, NULL);
+  do {
+    n = ibv_poll_cq(cq, 1, &wc);
+    gettimeofday(&now, NULL);
+  } while (n == 0 && (now.tv_sec - start.tv_sec) * 1000 + (now.tv_usec - start.tv_usec) / 1000 <
+                         POLL_TIMEOUT_MS);
+  if (n < 0) {
+    fprintf(stderr, "poll CQ failed\n");
+    return -1;
+  }
+  if (n == 0) {
+    fprintf(stderr, "completion wasn't found in the CQ after timeout (%s)\n", what);
+    return -1;
+  }
+  if (wc.status != IBV_WC_SUCCESS) {
+    fprintf(stderr, "%s: bad completion status 0x%x (%s), vendor syndrome 0x%x\n", what,
+            wc.status, ibv_wc_status_str(wc.status), wc.vendor_err);
+    return -1;
+  }
+  printf("completion found in CQ with status 0x%x (%s)\n", wc.status, what);
+  return 0;
+}
+
+static int run(const struct config *cfg) {
+  struct ibv_device **list = ibv_get_device_list(NULL);
+  struct ibv_device *dev = NULL;
+  int rc = 1;
+  if (!list) {
+    perror("ibv_get_device_list");
+    return 1;
+  }
+  for (int i = 0; list[i]; ++i)
+    if (!cfg->dev_name || !strcmp(ibv_get_device_name(list[i]), cfg->dev_name)) dev = list[i];
+  if (!dev) {
+    fprintf(stderr, "IB device %s wasn't found\n", cfg->dev_name ? cfg->dev_name : "(any)");
+    return 1;
+  }
+  struct ibv_context *ctx = ibv_open_device(dev);
+  ibv_free_device_list(list);
+  if (!ctx) {
+    perror("ibv_open_device");
+    return 1;
+  }
+  struct ibv_port_attr port_attr;
+  if (ibv_query_port(ctx, cfg->ib_port, &port_attr)) {
+    fprintf(stderr, "ibv_query_port on port %d failed\n", cfg->ib_port);
+    return 1;
+  }
+  struct ibv_pd *pd = ibv_alloc_pd(ctx);
+  struct ibv_cq *cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+  char *buf = malloc(cfg->size);
+  if (!pd || !cq || !buf) {
+    fprintf(stderr, "failed to allocate PD/CQ/buffer\n");
+    return 1;
+  }
+  memset(buf, 0, cfg->size);
+  if (!cfg->server_name) {
+    for (int i = 0; i < cfg->size; ++i) buf[i] = MSG[i % (sizeof(MSG) - 1)];
+  }
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, cfg->size,
+                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                                     IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    perror("ibv_reg_mr");
+    return 1;
+  }
+  struct ibv_qp_init_attr qp_init = {.send_cq = cq,
+                                     .recv_cq = cq,
+                                     .qp_type = IBV_QPT_RC,
+                                     .sq_sig_all = 1,
+                                     .cap = {.max_send_wr = 1,
+                                             .max_recv_wr = 1,
+                                             .max_send_sge = 1,
+                                             .max_recv_sge = 1}};
+  struct ibv_qp *qp = ibv_create_qp(pd, &qp_init);
+  if (!qp) {
+    perror("ibv_create_qp");
+    return 1;
+  }
+  printf("QP was created, QP number=0x%x\n", qp->qp_num);
+
+  struct peer_info local = {.addr = (uintptr_t)buf, .rkey = mr->rkey, .qp_num = qp->qp_num,
+                            .lid = port_attr.lid},
+                   remote;
+  if (cfg->gid_idx >= 0) {
+    union ibv_gid gid;
+    if (ibv_query_gid(ctx, cfg->ib_port, cfg->gid_idx, &gid)) {
+      fprintf(stderr, "could not get gid for port %d, index %d\n", cfg->ib_port, cfg->gid_idx);
+      return 1;
+    }
+    memcpy(local.gid, gid.raw, 16);
+  }
+  int sock = tcp_connect(cfg);
+  if (sock < 0 || exchange(sock, &local, &remote, sizeof(local))) {
+    fprintf(stderr, "failed to exchange connection data over TCP\n");
+    return 1;
+  }
+  printf("Remote QP number = 0x%x, LID = 0x%x, rkey = 0x%x\n", remote.qp_num, remote.lid,
+         remote.rkey);
+
+  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT,
+                             .port_num = cfg->ib_port,
+                             .pkey_index = 0,
+                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                                                IBV_ACCESS_REMOTE_WRITE};
+  if (ibv_modify_qp(qp, &attr,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+    fprintf(stderr, "failed to modify QP state to INIT\n");
+    return 1;
+  }
+  if (cfg->server_name) {
+    /* The client's receive must be posted before the server sends: rnr_retry is 0. */
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = cfg->size, .lkey = mr->lkey};
+    struct ibv_recv_wr rr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1}, *bad;
+    if (ibv_post_recv(qp, &rr, &bad)) {
+      fprintf(stderr, "failed to post RR\n");
+      return 1;
+    }
+  }
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = IBV_MTU_256;
+  attr.dest_qp_num = remote.qp_num;
+  attr.rq_psn = 0;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 0x12;
+  attr.ah_attr.dlid = remote.lid;
+  attr.ah_attr.port_num = cfg->ib_port;
+  if (cfg->gid_idx >= 0) {
+    attr.ah_attr.is_global = 1;
+    memcpy(attr.ah_attr.grh.dgid.raw, remote.gid, 16);
+    attr.ah_attr.grh.hop_limit = 1;
+    attr.ah_attr.grh.sgid_index = cfg->gid_idx;
+  }
+  if (ibv_modify_qp(qp, &attr,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+    fprintf(stderr, "failed to modify QP state to RTR\n");
+    return 1;
+  }
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = 0x12;
+  attr.retry_cnt = 6;
+  attr.rnr_retry = 0;
+  attr.sq_psn = 0;
+  attr.max_rd_atomic = 1;
+  if (ibv_modify_qp(qp, &attr,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+    fprintf(stderr, "failed to modify QP state to RTS\n");
+    return 1;
+  }
+  char sync_out = 'Q', sync_in;
+  if (exchange(sock, &sync_out, &sync_in, 1)) { /* both QPs are ready */
+    fprintf(stderr, "sync error before RDMA ops\n");
+    return 1;
+  }
+  if (!cfg->server_name) {
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = cfg->size, .lkey = mr->lkey};
+    struct ibv_send_wr sr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    if (ibv_post_send(qp, &sr, &bad)) {
+      fprintf(stderr, "failed to post SR\n");
+      return 1;
+    }
+    if (poll_completion(cq, "send")) goto out;
+  } else {
+    if (poll_completion(cq, "receive")) goto out;
+    for (int i = 0; i < cfg->size; ++i)
+      if (buf[i] != MSG[i % (sizeof(MSG) - 1)]) {
+        fprintf(stderr, "data mismatch at byte %d\n", i);
+        goto out;
+      }
+    printf("Message is: '%.*s'\n", cfg->size < 64 ? cfg->size : 64, buf);
+  }
+  if (exchange(sock, &sync_out, &sync_in, 1)) {
+    fprintf(stderr, "sync error after RDMA ops\n");
+    goto out;
+  }
+  rc = 0;
+out:
+  ibv_destroy_qp(qp);
+  ibv_dereg_mr(mr);
+  free(buf);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  close(sock);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct config cfg = {.ib_port = 1, .gid_idx = -1, .tcp_port = 19875, .size = 15};
+  int c;
+  while ((c = getopt(argc, argv, "d:i:g:p:s:")) != -1) {
+    switch (c) {
+      case 'd': cfg.dev_name = optarg; break;
+      case 'i': cfg.ib_port = atoi(optarg); break;
+      case 'g': cfg.gid_idx = atoi(optarg); break;
+      case 'p': cfg.tcp_port = atoi(optarg); break;
+      case 's': cfg.size = atoi(optarg); break;
+      default:
+        fprintf(stderr, "usage: %s [-d dev] [-i port] [-g gid_idx] [-p tcp_port] [-s size] [server]\n",
+                argv[0]);
+        return 1;
+    }
+  }
+  /* As in the manual: the client names the server; without a name we serve.
+   * Here the server SENDs and the client receives. */
+  if (optind < argc) cfg.server_name = argv[optind];
+  if (cfg.size < 1) cfg.size = 1;
+  int rc = run(&cfg);
+  printf("\ntest result is %d\n", rc);
+  return rc;
+}
