@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/daemon.h"
-#include "emulator-daemon/runtime_lock.h"
+#include "common/runtime_lock.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ibemud - the ibemu emulated-InfiniBand daemon"};

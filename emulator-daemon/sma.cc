@@ -30,7 +30,7 @@ uint8_t apply_enable(uint8_t v, uint8_t all_ones, uint8_t supported, uint8_t cur
 
 std::optional<mad::Smp> Sma::handle(Hop at, const mad::Smp& req) {
   if (!m_.valid(at)) return std::nullopt;
-  // IBA 13.4.6.2: a response is never answered; traps go to an SM, not an
+  // IBA 13.4.5: a response (R bit set) is never answered; traps go to an SM, not an
   // SMA, and TrapRepress needs no reply (no traps are sent here).
   if (req.is_response() || req.method() == Method::kTrap || req.method() == Method::kTrapRepress)
     return std::nullopt;
@@ -53,7 +53,7 @@ std::optional<mad::Smp> Sma::handle(Hop at, const mad::Smp& req) {
     return resp;
   }
 
-  // IBA 14.2.4.1 M_Key check: against port 0 of a switch, the receiving port
+  // IBA 14.2.4 M_Key check: against port 0 of a switch, the receiving port
   // of a CA. A zero M_Key or a match passes; otherwise a Get passes with
   // protection 0 or 1 (1 hides the M_Key) and everything else is dropped.
   PortModel& key_port = node.ports[node.is_switch() ? 0 : size_t(at.port)];
@@ -291,7 +291,7 @@ MadStatus Sma::set_port_info(int node_index, int p, const mad::PortInfo& in) {
     port.multicast_pkey_trap_suppression = in.multicast_pkey_trap_suppression_enabled();
     port.m_key_violations = in.m_key_violations();
     if (!switch_port0) port.lmc = in.lmc();
-    // IBA 14.4.11: ClientReregister asks the CA to tell its clients to
+    // IBA 14.2.5.6: ClientReregister asks the CA to tell its clients to
     // re-register with the SA; the daemon sees the counter move.
     if (in.client_reregister() && !n.is_switch()) ++port.client_reregister_count;
   }

@@ -18,7 +18,7 @@ class Sma {
   /// (switch port 0 for an SMP that a switch sends itself). Returns the
   /// GetResp to send back, with the request's TID, class and paths, or
   /// nullopt when no response is due: responses and traps are never
-  /// answered, and an M_Key check failure drops the SMP (IBA 14.2.4.1).
+  /// answered, and an M_Key check failure drops the SMP (IBA 14.2.4).
   std::optional<mad::Smp> handle(Hop at, const mad::Smp& req);
 
  private:
@@ -39,7 +39,7 @@ class Sma {
   mad::MadStatus set_port_info(int node, int p, const mad::PortInfo& in);
 
   SubnetModel& m_;
-  bool hide_m_key_ = false;    // M_Key protection level 1 (IBA 14.2.4.1)
+  bool hide_m_key_ = false;    // M_Key protection level 1 (IBA 14.2.4)
   std::optional<Hop> bounce_;  // a link to retrain once the response is built
 };
 

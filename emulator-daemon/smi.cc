@@ -93,7 +93,7 @@ bool dr_return(const SubnetModel& m, Hop origin, const DrDelivery& d, mad::Smp& 
   if (!m.valid(d.at)) return false;
   const unsigned hc = resp.hop_count();
   unsigned hp = resp.hop_pointer();
-  resp.set_direction(true);  // IBA 14.2.2.3: the responder sets D
+  resp.set_direction(true);  // IBA 14.2.2: the responder sets D
   if (hc > mad::kMaxDrHops) return false;
 
   Hop at = d.at;

@@ -2,7 +2,7 @@
 // The subnet management interface of the emulated nodes: how an SMP moves
 // over the cables. Directed routes follow IBA 14.2.2 (outbound rules
 // C14-9, returning rules C14-13); LID routes follow the switch's linear
-// forwarding table (IBA 14.2.5.10, 18.2.4.3.1).
+// forwarding table (IBA 14.2.5.10).
 #include <optional>
 
 #include "common/mad/smp.h"

@@ -56,8 +56,8 @@ void StatePagePublisher::fill_port(PortRef port) noexcept {
   v.sm_lid = a.sm_lid;
   v.lmc = a.lmc;
   v.sm_sl = a.sm_sl;
-  v.active_width = 2;   // 4X
-  v.active_speed = 32;  // EDR: matches the sysfs rate "100 Gb/sec (4X EDR)"
+  v.active_width = a.link_width_active;
+  v.active_speed = a.link_speed_active;
   v.cap_mask = a.cap_mask;
   v.port_guid = a.port_guid;
   v.subnet_prefix = a.subnet_prefix;

@@ -193,7 +193,7 @@ std::optional<std::array<uint8_t, 256>> Subnet::process_smp(PortRef sm_port, con
     }
   } else {
     // The LRH DLID picks the node; the permissive DLID reaches the SM's link
-    // neighbour, whatever LIDs are set (IBA 14.2.2.1).
+    // neighbour, whatever LIDs are set (IBA 14.2.2).
     std::optional<Hop> dest =
         dlid == mad::kPermissiveLid ? m.cross(origin) : subnet_detail::lid_route(m, origin, dlid);
     if (dest) {

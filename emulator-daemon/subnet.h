@@ -7,7 +7,7 @@
 //
 // Topology, in config order: switch port 1 is cabled to ibemu0/1, port 2 to
 // ibemu0/2, port 3 to ibemu1/1, and so on; switch port 0 is its management
-// port (IBA 17.2.1.1, base port 0).
+// port (a base port 0, without a physical link).
 //
 // Not thread-safe: the daemon calls it from one thread. on_port_change
 // callbacks run on that thread, after the SMP that caused them has been
@@ -53,7 +53,7 @@ struct PortAttributes {
   uint8_t link_width_active = 0;  // IBA bits = ibv enum: 1 = 1X, 2 = 4X, 4 = 8X, 8 = 12X
   uint8_t link_speed_active = 0;  // ibv enum: 1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR
   uint16_t rate_gbps = 0;         // width x lane speed, as sysfs `rate` prints it
-  /// Bumped each time an SM sets PortInfo:ClientReregister (IBA 14.4.11):
+  /// Bumped each time an SM sets PortInfo:ClientReregister (IBA 14.2.5.6):
   /// the daemon raises IBV_EVENT_CLIENT_REREGISTER when it changes.
   uint32_t client_reregister_count = 0;
   bool operator==(const PortAttributes&) const = default;

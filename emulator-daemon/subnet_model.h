@@ -126,7 +126,7 @@ struct SubnetModel {
 
   /// Takes the link of `h` down (both ends Down, Polling or Disabled), then
   /// lets it retrain to Init/LinkUp if the cable is in and neither end is
-  /// disabled (IBA 5.4.4 / 7.2: the link state machine). Switch port 0 has
+  /// disabled (IBA 7.2: the link state machine). Switch port 0 has
   /// no link: it goes straight back to Init.
   void bounce_link(Hop h);
   /// Brings the link of `h` up to Init if it can be (cable in, not disabled).

@@ -126,7 +126,7 @@ void SysfsTree::update_port(const Subnet& subnet, PortRef port) noexcept {
   write_file(pd + "/lid_mask_count", fmt::format("{}\n", a.lmc));
   write_file(pd + "/sm_sl", fmt::format("{}\n", a.sm_sl));
   write_file(pd + "/cap_mask", fmt::format("0x{:08x}\n", a.cap_mask));
-  write_file(pd + "/rate", "100 Gb/sec (4X EDR)\n");
+  write_file(pd + "/rate", rate_string(a) + "\n");
   write_file(pd + "/gids/0", format_sysfs_gid(a.subnet_prefix, a.port_guid) + "\n");
 }
 

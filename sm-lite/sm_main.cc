@@ -11,9 +11,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 #include "common/control_channel.h"
 #include "common/log.h"
+#include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "sm-lite/control_transport.h"
 #include "sm-lite/subnet_manager.h"
@@ -57,16 +59,14 @@ int main(int argc, char** argv) {
   const ibemu::RuntimePaths paths{runtime_dir.empty() ? ibemu::default_runtime_dir() : runtime_dir};
 
   // One SM per subnet: a second one on the same runtime directory stops here.
-  const int lock_fd = open(paths.sm_lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) {
-    if (errno == ENOENT) return fail(ibemu::daemon_not_running_message(paths.socket()));
-    return fail(fmt::format("cannot open {}: {}", paths.sm_lock(), std::strerror(errno)));
-  }
-  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
-      return fail(fmt::format("another ibemu-sm already manages the subnet of {} (it holds {})",
-                              paths.dir, paths.sm_lock()));
-    return fail(fmt::format("cannot lock {}: {}", paths.sm_lock(), std::strerror(errno)));
+  // The lock file also tells `ibemu status`/`ibemu down` our pid.
+  if (access(paths.dir.c_str(), F_OK) != 0)
+    return fail(ibemu::daemon_not_running_message(paths.socket()));
+  std::optional<ibemu::RuntimeLock> lock;
+  try {
+    lock.emplace(paths.sm_lock(), "ibemu-sm");
+  } catch (const std::exception& e) {
+    return fail(e.what());
   }
 
   ibemu::ControlClient client;

@@ -20,6 +20,7 @@ namespace {
 // IBA 14.2.5.6 SubnetTimeOut: 4.096 us * 2^18, about 1 s, as SMs commonly set.
 constexpr uint8_t kSubnetTimeout = 18;
 constexpr uint8_t kNoRoute = 0xff;
+constexpr int kAttempts = 3;
 
 std::string path_string(const DrPath& path) {
   std::string s = "0";
@@ -45,28 +46,30 @@ void SubnetManager::log(const std::string& line) const {
 
 std::optional<mad::Smp> SubnetManager::dr(Method m, AttrId attr, uint32_t mod, const DrPath& path,
                                           const uint8_t* data, size_t data_len) {
-  const uint64_t tid = ++next_tid_;
-  mad::Smp req = mad::Smp::make_directed(m, attr, mod, tid, path.data(), path.size());
-  if (data) std::memcpy(req.data(), data, std::min(data_len, mad::kSmpDataSize));
-  auto raw = transport_.send(req.bytes);
-  if (!raw) {
-    log(fmt::format("{} {}({}) via DR path {}: no response", mad::to_string(m),
-                    mad::to_string(attr), mod, path_string(path)));
-    return std::nullopt;
+  auto what = [&] {
+    return fmt::format("{} {}({}) via DR path {}", mad::to_string(m), mad::to_string(attr), mod,
+                       path_string(path));
+  };
+  // A lost SMP or response is retried with a new TID, as SMs do; a response
+  // with an error status is an answer and is not.
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    const uint64_t tid = ++next_tid_;
+    mad::Smp req = mad::Smp::make_directed(m, attr, mod, tid, path.data(), path.size());
+    if (data) std::memcpy(req.data(), data, std::min(data_len, mad::kSmpDataSize));
+    auto raw = transport_.send(req.bytes);
+    if (!raw) continue;
+    auto resp = mad::Smp::from_bytes(raw->data(), raw->size());
+    if (!resp || resp->tid() != tid || resp->method() != Method::kGetResp ||
+        resp->attr_id() != attr || !resp->is_directed())
+      continue;  // not the answer to this request
+    if (resp->status() != MadStatus::kOk) {
+      log(fmt::format("{}: status {}", what(), mad::to_string(resp->status())));
+      return std::nullopt;
+    }
+    return resp;
   }
-  auto resp = mad::Smp::from_bytes(raw->data(), raw->size());
-  if (!resp || resp->tid() != tid || resp->method() != Method::kGetResp ||
-      resp->attr_id() != attr) {
-    log(fmt::format("{} {}({}) via DR path {}: mismatched response dropped", mad::to_string(m),
-                    mad::to_string(attr), mod, path_string(path)));
-    return std::nullopt;
-  }
-  if (resp->status() != MadStatus::kOk) {
-    log(fmt::format("{} {}({}) via DR path {}: status {}", mad::to_string(m), mad::to_string(attr),
-                    mod, path_string(path), mad::to_string(resp->status())));
-    return std::nullopt;
-  }
-  return resp;
+  log(fmt::format("{}: no response after {} tries", what(), kAttempts));
+  return std::nullopt;
 }
 
 template <typename A>
@@ -91,6 +94,7 @@ SmNode* SubnetManager::find(uint64_t guid) {
 
 bool SubnetManager::discover() {
   nodes_.clear();
+  discovery_errors_ = 0;
   struct Visit {
     DrPath path;
     std::optional<std::pair<uint64_t, int>> from;  // the port the path left by
@@ -103,6 +107,7 @@ bool SubnetManager::discover() {
     auto ni = get<mad::NodeInfo>(AttrId::kNodeInfo, 0, v.path);
     if (!ni) {
       if (v.path.empty()) return false;  // not even our own node answers
+      ++discovery_errors_;
       continue;
     }
     const uint64_t guid = ni->node_guid();
@@ -116,6 +121,8 @@ bool SubnetManager::discover() {
       n.path = v.path;
       if (auto nd = get<mad::NodeDescription>(AttrId::kNodeDescription, 0, v.path))
         n.description = nd->text();
+      else
+        ++discovery_errors_;
       log(fmt::format("found {} {:#018x} \"{}\" ({} ports) at DR path {}", mad::to_string(n.type),
                       guid, n.description, n.num_ports, path_string(v.path)));
       nodes_.push_back(std::move(n));
@@ -143,7 +150,10 @@ bool SubnetManager::discover() {
       p.guid = ni->port_guid();
       p.path = v.path;
       auto pi = get<mad::PortInfo>(AttrId::kPortInfo, uint32_t(in_port), v.path);
-      if (!pi) continue;
+      if (!pi) {
+        ++discovery_errors_;
+        continue;
+      }
       p.info = *pi;
       p.known = true;
       p.linked = pi->port_physical_state() == uint8_t(PhysState::kLinkUp);
@@ -152,10 +162,16 @@ bool SubnetManager::discover() {
       continue;
     }
     if (!fresh) continue;  // a switch is explored once
-    if (!get<mad::SwitchInfo>(AttrId::kSwitchInfo, 0, v.path)) continue;
+    if (!get<mad::SwitchInfo>(AttrId::kSwitchInfo, 0, v.path)) {
+      ++discovery_errors_;
+      continue;
+    }
     for (int port = 0; port <= n.num_ports; ++port) {
       auto pi = get<mad::PortInfo>(AttrId::kPortInfo, uint32_t(port), v.path);
-      if (!pi) continue;
+      if (!pi) {
+        ++discovery_errors_;
+        continue;
+      }
       SmPort& p = n.ports[port];
       p.num = port;
       p.guid = port == 0 ? ni->port_guid() : 0;
@@ -384,8 +400,15 @@ bool SubnetManager::sweep() {
     swept_ok_ = false;
     return false;
   }
+  // A partial picture still gets configured (a node that does not answer
+  // must not hold up the rest), but the sweep counts as failed so the next
+  // poll sweeps again.
+  if (discovery_errors_)
+    log(fmt::format("sweep {}: {} SMPs of the discovery went unanswered", sweeps_,
+                    discovery_errors_));
   assign_lids();
-  bool ok = configure_ports();
+  bool ok = discovery_errors_ == 0;
+  ok = configure_ports() && ok;
   ok = program_switches() && ok;
   ok = activate_ports() && ok;
   log(fmt::format("sweep {}: {} nodes, {} LIDs, SM LID {}: {}", sweeps_, nodes_.size(),
@@ -397,6 +420,8 @@ bool SubnetManager::sweep() {
 bool SubnetManager::changed() {
   for (auto& n : nodes_) {
     if (n.type == NodeType::kSwitch) {
+      for (int port = 0; port <= n.num_ports; ++port)
+        if (!n.ports.count(port) || !n.ports[port].known) return true;  // never read
       auto si = get<mad::SwitchInfo>(AttrId::kSwitchInfo, 0, n.path);
       if (!si) return true;
       if (si->port_state_change()) {

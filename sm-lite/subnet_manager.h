@@ -73,6 +73,8 @@ class SubnetManager {
   const std::vector<SmEndpoint>& endpoints() const { return endpoints_; }
   uint16_t sm_lid() const { return sm_lid_; }
   int sweeps() const { return sweeps_; }
+  /// Whether the last sweep reached and configured everything it found.
+  bool last_sweep_ok() const { return swept_ok_; }
 
  private:
   /// Sends one DR request and checks the response: nullopt (and a log line)
@@ -84,6 +86,8 @@ class SubnetManager {
   template <typename A>
   std::optional<A> set(mad::AttrId attr, uint32_t mod, const DrPath& path, const A& value);
 
+  /// Walks the subnet breadth-first. False when the SM's own node does not
+  /// answer; SMPs lost on the way are counted in discovery_errors_.
   bool discover();
   void assign_lids();
   bool configure_ports();
@@ -115,6 +119,7 @@ class SubnetManager {
   int sm_port_num_ = 0;
   uint16_t sm_lid_ = 0;
   int sweeps_ = 0;
+  int discovery_errors_ = 0;
   bool swept_ok_ = false;
 };
 

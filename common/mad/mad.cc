@@ -124,7 +124,7 @@ std::string to_string(MadStatus s) {
   };
   if (v & 0x0001) add("busy");
   if (v & 0x0002) add("redirect");
-  // IBA 13.4.7 Table 106: bits 2-4 are one code, not independent flags.
+  // IBA 13.4.7: bits 2-4 are one code, not independent flags.
   switch ((v >> 2) & 7) {
     case 0:
       break;
@@ -205,7 +205,7 @@ Smp Smp::make_directed(Method m, AttrId attr, uint32_t attr_mod, uint64_t tid, c
   if (hops > kMaxDrHops) hops = kMaxDrHops;
   s.set_hop_count(uint8_t(hops));
   s.set_hop_pointer(0);
-  // IBA 14.2.2.1: an all-directed route has permissive DrSLID and DrDLID.
+  // IBA 14.2.2: an all-directed route has permissive DrSLID and DrDLID.
   s.set_dr_slid(kPermissiveLid);
   s.set_dr_dlid(kPermissiveLid);
   for (size_t i = 0; i < hops; ++i) s.set_initial_path(i + 1, path[i]);

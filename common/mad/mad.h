@@ -16,7 +16,7 @@ inline constexpr size_t kMadHeaderSize = 24;    // IBA 13.4.3
 inline constexpr uint8_t kBaseVersion = 1;      // IBA 13.4.3 BaseVersion
 inline constexpr uint8_t kSmpClassVersion = 1;  // IBA 14.2.1.1 ClassVersion of SMPs
 
-/// IBA 13.4.4 Table 103: management classes this code knows by name.
+/// IBA 13.4.4: management classes this code knows by name.
 enum class MgmtClass : uint8_t {
   kSubnLid = 0x01,  // LID-routed SMP
   kSubnAdm = 0x03,  // SA
@@ -28,7 +28,7 @@ enum class MgmtClass : uint8_t {
   kSubnDirected = 0x81,  // directed-route SMP
 };
 
-/// IBA 13.4.5 Table 104 (and 15.2.3 for the SA-only ones). The byte holds the
+/// IBA 13.4.5 (and 15.2.3 for the SA-only ones). The byte holds the
 /// R bit (0x80) too, so responses are distinct values.
 enum class Method : uint8_t {
   kGet = 0x01,
@@ -49,7 +49,7 @@ enum class Method : uint8_t {
 };
 inline constexpr uint8_t kMethodResponseBit = 0x80;  // IBA 13.4.5: the R bit
 
-/// IBA 14.2.5 Table 145: subnet management attributes.
+/// IBA 14.2.5: subnet management attributes.
 enum class AttrId : uint16_t {
   kClassPortInfo = 0x0001,
   kNotice = 0x0002,
@@ -70,7 +70,7 @@ enum class AttrId : uint16_t {
   kLedInfo = 0x0031,
 };
 
-/// IBA 13.4.7 Table 106: the MAD status word. Bit 0 busy, bit 1 redirect,
+/// IBA 13.4.7: the MAD status word. Bit 0 busy, bit 1 redirect,
 /// bits 2-4 the invalid-field code; the enum names the common combinations.
 enum class MadStatus : uint16_t {
   kOk = 0x0000,
@@ -109,7 +109,7 @@ constexpr void store_be64(uint8_t* p, uint64_t v) noexcept {
   store_be32(p + 4, uint32_t(v));
 }
 
-/// The common MAD header fields (IBA 13.4.3 Table 102), shared by every MAD
+/// The common MAD header fields (IBA 13.4.3), shared by every MAD
 /// layout through CRTP: the derived struct owns `bytes`, at least 24 long.
 template <typename Derived>
 class MadHeaderFields {

@@ -25,7 +25,7 @@ inline constexpr size_t kSmpReturnPathOffset = 192;
 inline constexpr size_t kSmpPathSize = 64;
 /// IBA 14.2.1.2: paths hold 64 entries and entry 0 is unused: at most 63 hops.
 inline constexpr uint8_t kMaxDrHops = 63;
-/// IBA 4.1.3 (Table 4): 0xFFFF, the permissive LID.
+/// IBA 4.1.3: 0xFFFF, the permissive LID.
 inline constexpr uint16_t kPermissiveLid = 0xffff;
 inline constexpr uint16_t kMaxUnicastLid = 0xbfff;
 inline constexpr uint16_t kDirectionBit = 0x8000;  // IBA 14.2.1.2: D in Status
@@ -106,7 +106,7 @@ struct Smp : MadHeaderFields<Smp> {
   static Smp make_lid_routed(Method m, AttrId attr, uint32_t attr_mod, uint64_t tid) noexcept;
   /// A DR request along `path` (path[0] = first egress port, at most 63
   /// entries; longer paths are truncated to 63 hops). DrSLID and DrDLID are
-  /// permissive: the whole route is directed (IBA 14.2.2.1).
+  /// permissive: the whole route is directed (IBA 14.2.2).
   static Smp make_directed(Method m, AttrId attr, uint32_t attr_mod, uint64_t tid,
                            const uint8_t* path, size_t hops) noexcept;
 };

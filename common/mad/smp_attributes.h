@@ -58,7 +58,7 @@ struct NodeDescription {
   void set_text(std::string_view s) noexcept;
 };
 
-/// IBA 14.2.5.3 NodeInfo (Table 146).
+/// IBA 14.2.5.3 NodeInfo.
 struct NodeInfo {
   std::array<uint8_t, 40> bytes{};
   IBEMU_MAD_FIELD(uint8_t, base_version, 0, 8)
@@ -75,7 +75,7 @@ struct NodeInfo {
   IBEMU_MAD_FIELD(uint32_t, vendor_id, 296, 24)
 };
 
-/// IBA 14.2.5.4 SwitchInfo (Table 147).
+/// IBA 14.2.5.4 SwitchInfo.
 struct SwitchInfo {
   std::array<uint8_t, 20> bytes{};
   IBEMU_MAD_FIELD(uint16_t, linear_fdb_cap, 0, 16)
@@ -98,7 +98,7 @@ struct SwitchInfo {
   IBEMU_MAD_FIELD(uint16_t, multicast_fdb_top, 144, 16)
 };
 
-/// IBA 14.2.5.6 PortInfo (Table 148).
+/// IBA 14.2.5.6 PortInfo.
 struct PortInfo {
   std::array<uint8_t, 64> bytes{};
   IBEMU_MAD_FIELD(uint64_t, m_key, 0, 64)
@@ -184,7 +184,7 @@ struct LinearForwardingTable {
   void set_port(size_t i, uint8_t p) noexcept { bytes[i & 63] = p; }
 };
 
-/// IBA 14.2.5.13 SMInfo (Table 161).
+/// IBA 14.2.5.13 SMInfo.
 struct SmInfo {
   std::array<uint8_t, 21> bytes{};
   IBEMU_MAD_FIELD(uint64_t, guid, 0, 64)

@@ -19,7 +19,7 @@
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/environment.h"
-#include "emulator-daemon/runtime_lock.h"
+#include "common/runtime_lock.h"
 
 namespace {
 

@@ -44,11 +44,12 @@ static_assert(static_cast<int>(WcStatus::kWrFlushErr) == IBV_WC_WR_FLUSH_ERR);
 static_assert(static_cast<int>(WcStatus::kRemAccessErr) == IBV_WC_REM_ACCESS_ERR);
 static_assert(static_cast<int>(WcOpcode::kRecvRdmaWithImm) == IBV_WC_RECV_RDMA_WITH_IMM);
 static_assert(static_cast<int>(WrOpcode::kSendWithInv) == IBV_WR_SEND_WITH_INV);
-static_assert(kQpDestQpn == IBV_QP_DEST_QPN && kQpMaxDestRdAtomic == IBV_QP_MAX_DEST_RD_ATOMIC);
-static_assert(kSendInline == IBV_SEND_INLINE && kSendSignaled == IBV_SEND_SIGNALED);
-static_assert(kAccessRemoteAtomic == IBV_ACCESS_REMOTE_ATOMIC);
+static_assert(int{kQpDestQpn} == int{IBV_QP_DEST_QPN});
+static_assert(int{kQpMaxDestRdAtomic} == int{IBV_QP_MAX_DEST_RD_ATOMIC});
+static_assert(int{kSendInline} == int{IBV_SEND_INLINE} && int{kSendSignaled} == int{IBV_SEND_SIGNALED});
+static_assert(int{kAccessRemoteAtomic} == int{IBV_ACCESS_REMOTE_ATOMIC});
 static_assert(static_cast<int>(QpState::kErr) == IBV_QPS_ERR);
-static_assert(kWcWithImm == IBV_WC_WITH_IMM && kWcGrh == IBV_WC_GRH);
+static_assert(int{kWcWithImm} == int{IBV_WC_WITH_IMM} && int{kWcGrh} == int{IBV_WC_GRH});
 
 extern "C" {
 

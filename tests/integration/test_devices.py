@@ -12,8 +12,8 @@ def port_blocks(devinfo_text):
         m = re.match(r"hca_id:\s+(\S+)", dev_text)
         if not m:
             continue
-        for port_text in re.split(r"(?=^\s+port:\s+\d+)", dev_text, flags=re.M)[1:]:
-            num = int(re.match(r"\s+port:\s+(\d+)", port_text).group(1))
+        for port_text in re.split(r"(?=^[ \t]+port:[ \t]+\d+)", dev_text, flags=re.M)[1:]:
+            num = int(re.match(r"[ \t]+port:[ \t]+(\d+)", port_text).group(1))
             blocks[(m.group(1), num)] = port_text
     return blocks
 

@@ -23,6 +23,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "rc_common.h"
+
 #define MSG "SEND operation "
 #define POLL_TIMEOUT_MS 2000
 
@@ -42,51 +44,6 @@ struct config {
   int tcp_port;
   int size;
 };
-
-static int tcp_connect(const struct config *cfg) {
-  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res, *it;
-  char port[16];
-  int fd = -1;
-  snprintf(port, sizeof(port), "%d", cfg->tcp_port);
-  if (cfg->server_name) {
-    if (getaddrinfo(cfg->server_name, port, &hints, &res)) return -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-      for (it = res; it; it = it->ai_next) {
-        fd = socket(it->ai_family, it->ai_socktype, 0);
-        if (fd >= 0 && connect(fd, it->ai_addr, it->ai_addrlen) == 0) break;
-        if (fd >= 0) close(fd);
-        fd = -1;
-      }
-      if (fd < 0) usleep(50000); /* the server may not listen yet */
-    }
-    freeaddrinfo(res);
-    return fd;
-  }
-  hints.ai_flags = AI_PASSIVE;
-  if (getaddrinfo(NULL, port, &hints, &res)) return -1;
-  int lfd = socket(res->ai_family, res->ai_socktype, 0), one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(lfd, res->ai_addr, res->ai_addrlen) || listen(lfd, 1)) {
-    perror("bind/listen");
-    freeaddrinfo(res);
-    return -1;
-  }
-  freeaddrinfo(res);
-  fd = accept(lfd, NULL, NULL);
-  close(lfd);
-  return fd;
-}
-
-static int exchange(int fd, const void *out, void *in, size_t n) {
-  if (write(fd, out, n) != (ssize_t)n) return -1;
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, (char *)in + got, n - got);
-    if (r <= 0) return -1;
-    got += r;
-  }
-  return 0;
-}
 
 static int poll_completion(struct ibv_cq *cq, const char *what) {
   struct ibv_wc wc;
@@ -184,7 +141,7 @@ static int run(const struct config *cfg) {
     }
     memcpy(local.gid, gid.raw, 16);
   }
-  int sock = tcp_connect(cfg);
+  int sock = tcp_connect(cfg->server_name, cfg->tcp_port);
   if (sock < 0 || exchange(sock, &local, &remote, sizeof(local))) {
     fprintf(stderr, "failed to exchange connection data over TCP\n");
     return 1;

@@ -72,7 +72,8 @@ TEST(EngineMr, GivenUnknownOrRemovedKeyExpectBadKey) {
 TEST(EngineMr, GivenOtherProtectionDomainExpectBadPd) {
   MrTable mrs;
   std::vector<uint8_t> buf(16);
-  const uint32_t key = mrs.add(kPd, buf.data(), addr_of(buf.data()), buf.size(), kAccessRemoteWrite);
+  const uint32_t key =
+      mrs.add(kPd, buf.data(), addr_of(buf.data()), buf.size(), kAccessRemoteWrite);
   uint8_t* p = nullptr;
   EXPECT_EQ(mrs.remote(key, kOtherPd, addr_of(buf.data()), 1, kAccessRemoteWrite, &p),
             MrCheck::kBadPd);
@@ -187,8 +188,8 @@ TEST_F(SgeFixture, GivenMessageOffsetExpectGatherStartsInTheRightSge) {
   // Message bytes 4..9: last byte of SGE 0, all of SGE 1, first two of SGE 2.
   std::vector<uint8_t> out(6);
   ASSERT_EQ(copy_from_sges(mrs_, kPd, sges, 3, 4, out.data(), 6), MrCheck::kOk);
-  EXPECT_EQ(out, (std::vector<uint8_t>{mem_[14], mem_[40], mem_[41], mem_[42], mem_[200],
-                                       mem_[201]}));
+  EXPECT_EQ(out,
+            (std::vector<uint8_t>{mem_[14], mem_[40], mem_[41], mem_[42], mem_[200], mem_[201]}));
 }
 
 TEST_F(SgeFixture, GivenSeveralSgesAndOffsetsExpectScatterWritesOnlyInsideThem) {

@@ -20,12 +20,27 @@ constexpr QpState kStates[] = {S::kReset, S::kInit, S::kRtr, S::kRts, S::kSqd, S
 constexpr QpType kTypes[] = {QpType::kRc, QpType::kUc, QpType::kUd};
 
 // Every attribute bit a Modify QP may carry besides the state itself.
-constexpr uint32_t kAttrs[] = {
-    kQpCurState, kQpEnSqdAsyncNotify, kQpAccessFlags,     kQpPkeyIndex,     kQpPort,
-    kQpQkey,     kQpAv,               kQpPathMtu,         kQpTimeout,       kQpRetryCnt,
-    kQpRnrRetry, kQpRqPsn,            kQpMaxQpRdAtomic,   kQpAltPath,       kQpMinRnrTimer,
-    kQpSqPsn,    kQpMaxDestRdAtomic,  kQpPathMigState,    kQpCap,           kQpDestQpn,
-    kQpRateLimit};
+constexpr uint32_t kAttrs[] = {kQpCurState,
+                               kQpEnSqdAsyncNotify,
+                               kQpAccessFlags,
+                               kQpPkeyIndex,
+                               kQpPort,
+                               kQpQkey,
+                               kQpAv,
+                               kQpPathMtu,
+                               kQpTimeout,
+                               kQpRetryCnt,
+                               kQpRnrRetry,
+                               kQpRqPsn,
+                               kQpMaxQpRdAtomic,
+                               kQpAltPath,
+                               kQpMinRnrTimer,
+                               kQpSqPsn,
+                               kQpMaxDestRdAtomic,
+                               kQpPathMigState,
+                               kQpCap,
+                               kQpDestQpn,
+                               kQpRateLimit};
 
 struct Rule {
   bool valid = false;
@@ -60,39 +75,45 @@ const Row kTable[] = {
     {S::kErr, S::kReset, kAny, kAny, kAny},
     {S::kErr, S::kErr, kAny, kAny, kAny},
 
-    {S::kReset, S::kInit,
+    {S::kReset,
+     S::kInit,
      {true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
      {true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
      {true, kQpPkeyIndex | kQpPort | kQpQkey, 0}},
-    {S::kInit, S::kInit,
+    {S::kInit,
+     S::kInit,
      {true, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags},
      {true, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags},
      {true, 0, kQpPkeyIndex | kQpPort | kQpQkey}},
-    {S::kInit, S::kRtr,
-     {true,
-      kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
+    {S::kInit,
+     S::kRtr,
+     {true, kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
       kQpAltPath | kQpAccessFlags | kQpPkeyIndex},
-     {true, kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn,
-      kQpAltPath | kQpAccessFlags | kQpPkeyIndex},
+     {true, kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn, kQpAltPath | kQpAccessFlags | kQpPkeyIndex},
      {true, 0, kQpPkeyIndex | kQpQkey}},
-    {S::kRtr, S::kRts,
+    {S::kRtr,
+     S::kRts,
      {true, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
       kCur | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState},
      {true, kQpSqPsn, kCur | kQpAltPath | kQpAccessFlags | kQpPathMigState},
      {true, kQpSqPsn, kCur | kQpQkey}},
-    {S::kRts, S::kRts,
+    {S::kRts,
+     S::kRts,
      {true, 0, kCur | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer},
      {true, 0, kCur | kQpAccessFlags | kQpAltPath | kQpPathMigState},
      {true, 0, kCur | kQpQkey}},
-    {S::kRts, S::kSqd,
+    {S::kRts,
+     S::kSqd,
      {true, 0, kQpEnSqdAsyncNotify},
      {true, 0, kQpEnSqdAsyncNotify},
      {true, 0, kQpEnSqdAsyncNotify}},
-    {S::kSqd, S::kRts,
+    {S::kSqd,
+     S::kRts,
      {true, 0, kCur | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState},
      {true, 0, kCur | kQpAltPath | kQpAccessFlags | kQpPathMigState},
      {true, 0, kCur | kQpQkey}},
-    {S::kSqd, S::kSqd,
+    {S::kSqd,
+     S::kSqd,
      {true, 0,
       kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
           kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpMinRnrTimer |
@@ -110,9 +131,7 @@ Rule expected(QpType t, QpState from, QpState to) {
   return kInvalid;
 }
 
-std::string name(QpType t) {
-  return t == QpType::kRc ? "RC" : t == QpType::kUc ? "UC" : "UD";
-}
+std::string name(QpType t) { return t == QpType::kRc ? "RC" : t == QpType::kUc ? "UC" : "UD"; }
 std::string pair_name(QpType t, QpState from, QpState to) {
   return name(t) + " " + to_string(from) + "->" + to_string(to);
 }
@@ -409,11 +428,7 @@ TEST_F(QpStateFixture, GivenPsnsWiderThan24BitsExpectTheyAreMasked) {
 
 class PostFixture : public QpStateFixture {
  protected:
-  void SetUp() override {
-    region_.bytes.assign(256, 0);
-    region_.key = engine_.mrs().add(testing::kPd, region_.bytes.data(), region_.addr(), 256,
-                                    kAccessLocalWrite);
-  }
+  void SetUp() override { region_ = testing::register_region(engine_, 256, kAccessLocalWrite); }
   SendWqe a_send(uint64_t id, uint32_t flags = kSendSignaled) {
     return testing::send_wr(id, WrOpcode::kSend, {region_.sge(0, 16)}, flags);
   }

@@ -5,6 +5,7 @@
 // with one QP each, connected RESET → INIT → RTR → RTS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -13,10 +14,12 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "transport/engine/hca_engine.h"
 #include "transport/wire/packet.h"
+#include "transport/wire/psn.h"
 
 namespace ibemu::engine::testing {
 
@@ -43,6 +46,7 @@ class FakePorts : public PortTable {
   PortAddress port(uint8_t port_num) const noexcept override {
     return port_num == 1 ? addr_ : PortAddress{};
   }
+  void set_lmc(uint8_t lmc) { addr_.lmc = lmc; }
 
  private:
   PortAddress addr_;
@@ -159,10 +163,44 @@ inline void reseal(std::vector<uint8_t>& bytes) {
   bytes.resize(wire::finalize_packet(bytes.data(), header_len, payload_len));
 }
 
-/// A buffer registered with an engine's MR table; iova == address, as with ibv_reg_mr.
+/// The same packet with another payload: headers as they are (edited or
+/// not), lengths, pad and CRCs made consistent again.
+inline std::vector<uint8_t> with_payload(const std::vector<uint8_t>& bytes,
+                                         const std::vector<uint8_t>& payload) {
+  wire::PacketView v;
+  EXPECT_EQ(wire::parse_packet(bytes.data(), bytes.size(), &v, false), wire::ParseError::kOk);
+  std::vector<uint8_t> out(v.header_len + payload.size() + 3 + wire::kIcrcSize + wire::kVcrcSize);
+  std::copy_n(bytes.begin(), v.header_len, out.begin());
+  std::copy(payload.begin(), payload.end(), out.begin() + v.header_len);
+  out.resize(wire::finalize_packet(out.data(), v.header_len, payload.size()));
+  return out;
+}
+
+/// A buffer registered with an engine's MR table (iova == address, as with
+/// ibv_reg_mr) and deregistered when it goes away, so that no key outlives
+/// its memory.
 struct Region {
+  Region() = default;
+  Region(Region&& o) noexcept
+      : bytes(std::move(o.bytes)), key(o.key), mrs(std::exchange(o.mrs, nullptr)) {}
+  Region& operator=(Region&& o) noexcept {
+    if (this != &o) {
+      release();
+      bytes = std::move(o.bytes);
+      key = o.key;
+      mrs = std::exchange(o.mrs, nullptr);
+    }
+    return *this;
+  }
+  ~Region() { release(); }
+  void release() {
+    if (mrs) mrs->remove(key);
+    mrs = nullptr;
+  }
+
   std::vector<uint8_t> bytes;
   uint32_t key = 0;
+  MrTable* mrs = nullptr;  // where `key` is registered; null: not owned
 
   uint64_t addr(size_t offset = 0) const {
     return reinterpret_cast<uint64_t>(bytes.data()) + offset;
@@ -170,11 +208,11 @@ struct Region {
   Sge sge(size_t offset, uint32_t length) const { return Sge{addr(offset), length, key}; }
 };
 
-inline Region register_region(HcaEngine& engine, size_t size, uint32_t access,
-                              uint8_t fill = 0) {
+inline Region register_region(HcaEngine& engine, size_t size, uint32_t access, uint8_t fill = 0) {
   Region r;
   r.bytes.assign(size, fill);
   r.key = engine.mrs().add(kPd, r.bytes.data(), r.addr(), size, access);
+  r.mrs = &engine.mrs();
   return r;
 }
 
@@ -304,8 +342,8 @@ struct Endpoint {
   Endpoint(FakeLink& link, uint16_t lid, uint64_t guid, uint32_t qpn, const ConnectParams& p)
       : ports(lid, guid),
         engine(&link, &ports),
-        send_cq(p.cq_capacity, nullptr),
-        recv_cq(p.cq_capacity, nullptr) {
+        send_cq(p.cq_capacity, [this] { ++send_events; }),
+        recv_cq(p.cq_capacity, [this] { ++recv_events; }) {
     link.attach(lid, &engine);
     QpInit init;
     init.type = p.type;
@@ -335,19 +373,48 @@ struct Endpoint {
   std::shared_ptr<Qp> qp;
   std::vector<QpEvent> events;
   std::vector<Completion> send_wcs, recv_wcs;
+  int send_events = 0, recv_events = 0;  // CQ notifications
 };
+
+/// Connects `e`'s QP to (dlid, dest_qpn) with realistic RC/UC attributes.
+inline void connect_qp(Endpoint& e, const ConnectParams& p, uint16_t dlid, uint32_t dest_qpn,
+                       uint32_t rq_psn, uint32_t sq_psn, uint32_t access) {
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  at.pkey_index = 0;
+  at.port_num = 1;
+  at.qp_access_flags = access;
+  ASSERT_EQ(e.qp->modify(at, init_mask(p.type)), 0);
+  at.qp_state = QpState::kRtr;
+  at.ah.dlid = dlid;
+  at.ah.port_num = 1;
+  at.path_mtu = p.path_mtu;
+  at.dest_qp_num = dest_qpn;
+  at.rq_psn = rq_psn;
+  at.max_dest_rd_atomic = 1;
+  at.min_rnr_timer = p.min_rnr_timer;
+  ASSERT_EQ(e.qp->modify(at, rtr_mask(p.type)), 0);
+  at.qp_state = QpState::kRts;
+  at.sq_psn = sq_psn;
+  at.timeout = p.timeout;
+  at.retry_cnt = p.retry_cnt;
+  at.rnr_retry = p.rnr_retry;
+  at.max_rd_atomic = 1;
+  ASSERT_EQ(e.qp->modify(at, rts_mask(p.type)), 0);
+  ASSERT_EQ(e.qp->state(), QpState::kRts);
+}
 
 /// Two HCAs on one fake link with an RC (or UC) connection between them.
 class EnginePair {
  public:
   explicit EnginePair(const ConnectParams& p = {})
       : params(p), a(link, kLidA, kGuidA, kQpnA, p), b(link, kLidB, kGuidB, kQpnB, p) {
-    connect(a, kLidB, kQpnB, p.sq_psn_b, p.sq_psn_a, p.access_a);
-    connect(b, kLidA, kQpnA, p.sq_psn_a, p.sq_psn_b, p.access_b);
+    connect_qp(a, p, kLidB, kQpnB, p.sq_psn_b, p.sq_psn_a, p.access_a);
+    connect_qp(b, p, kLidA, kQpnA, p.sq_psn_a, p.sq_psn_b, p.access_b);
   }
 
-  /// Delivers packets, runs both engines' timers and polls both sides'
-  /// CQs until `done` holds or `limit` passes. Returns whether `done` held.
+  /// Delivers packets, runs the engines' timers and polls the CQs until
+  /// `done` holds or `limit` passes. Returns whether `done` held.
   bool run_until(const std::function<bool()>& done,
                  std::chrono::milliseconds limit = std::chrono::seconds(10)) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -358,52 +425,134 @@ class EnginePair {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
-  /// Keeps the link and timers going for `d` (to see that nothing else happens).
+  /// Keeps the link and the timers going for `d` (to see that nothing else happens).
   void run_for(std::chrono::milliseconds d) {
     run_until([] { return false; }, d);
   }
   void step() {
     link.deliver_all();
-    a.engine.run_timers(now_ns());
-    b.engine.run_timers(now_ns());
+    for (Endpoint* e : endpoints()) e->engine.run_timers(now_ns());
     link.deliver_all();
-    a.poll();
-    b.poll();
+    for (Endpoint* e : endpoints()) e->poll();
   }
 
   uint32_t mtu() const { return 128u << params.path_mtu; }
 
+  /// Request packets `from` has transmitted so far (first sends and resends).
+  std::vector<WirePacket> requests_from(uint16_t lid) const {
+    std::vector<WirePacket> out;
+    for (const WirePacket& p : link.log())
+      if (p.slid() == lid && p.is_request()) out.push_back(p);
+    return out;
+  }
+  /// ACK/NAK packets `from` has transmitted so far.
+  std::vector<WirePacket> acks_from(uint16_t lid) const {
+    std::vector<WirePacket> out;
+    for (const WirePacket& p : link.log())
+      if (p.slid() == lid && p.is_ack()) out.push_back(p);
+    return out;
+  }
+
   ConnectParams params;
   FakeLink link;
   Endpoint a, b;
+  std::vector<Endpoint*> extra;  // more HCAs on the same link, stepped too
 
  private:
-  void connect(Endpoint& e, uint16_t dlid, uint32_t dest_qpn, uint32_t rq_psn, uint32_t sq_psn,
-               uint32_t access) {
-    QpAttr at;
-    at.qp_state = QpState::kInit;
-    at.pkey_index = 0;
-    at.port_num = 1;
-    at.qp_access_flags = access;
-    ASSERT_EQ(e.qp->modify(at, init_mask(params.type)), 0);
-    at.qp_state = QpState::kRtr;
-    at.ah.dlid = dlid;
-    at.ah.port_num = 1;
-    at.path_mtu = params.path_mtu;
-    at.dest_qp_num = dest_qpn;
-    at.rq_psn = rq_psn;
-    at.max_dest_rd_atomic = 1;
-    at.min_rnr_timer = params.min_rnr_timer;
-    ASSERT_EQ(e.qp->modify(at, rtr_mask(params.type)), 0);
-    at.qp_state = QpState::kRts;
-    at.sq_psn = sq_psn;
-    at.timeout = params.timeout;
-    at.retry_cnt = params.retry_cnt;
-    at.rnr_retry = params.rnr_retry;
-    at.max_rd_atomic = 1;
-    ASSERT_EQ(e.qp->modify(at, rts_mask(params.type)), 0);
-    ASSERT_EQ(e.qp->state(), QpState::kRts);
+  std::vector<Endpoint*> endpoints() {
+    std::vector<Endpoint*> all{&a, &b};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
   }
 };
+
+// --- messages laid out for a transfer ---
+
+inline constexpr uint32_t kLocal = kAccessLocalWrite;
+inline constexpr uint32_t kRemote = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+inline constexpr uint8_t kGuard = 0xee;
+inline constexpr size_t kGap = 13;  // guard bytes between and around SGEs
+
+/// Splits `len` bytes into at most `parts` uneven, non-empty pieces.
+inline std::vector<uint32_t> split(size_t len, int parts) {
+  std::vector<uint32_t> sizes;
+  size_t left = len;
+  for (int i = parts; i > 0 && left; --i) {
+    size_t n = i == 1 ? left : std::max<size_t>(1, left * 2 / (i + 2));
+    sizes.push_back(static_cast<uint32_t>(n));
+    left -= n;
+  }
+  return sizes;
+}
+
+/// One message laid out in several SGEs on the sender and on the receiver,
+/// with guard bytes between and around them, in its own registered regions.
+struct Message {
+  Message(Endpoint& from, Endpoint& to, size_t len, uint32_t seed, int send_parts = 3,
+          int recv_parts = 4, size_t recv_slack = 64)
+      : data(pattern(len, seed)) {
+    src = register_region(from.engine, len + kGap * (send_parts + 1), kLocal, kGuard);
+    dst = register_region(to.engine, len + recv_slack + kGap * (recv_parts + 1), kRemote, kGuard);
+    size_t off = kGap, pos = 0;
+    for (uint32_t n : split(len, send_parts)) {
+      std::copy_n(data.begin() + pos, n, src.bytes.begin() + off);
+      send_sges.push_back(src.sge(off, n));
+      off += n + kGap;
+      pos += n;
+    }
+    off = kGap;
+    for (uint32_t n : split(len + recv_slack, recv_parts)) {
+      recv_sges.push_back(dst.sge(off, n));
+      off += n + kGap;
+    }
+  }
+
+  /// The first `data.size()` bytes of the receive SGEs hold the message; no
+  /// other byte of the receive region was written.
+  void expect_delivered() const {
+    std::vector<uint8_t> want(dst.bytes.size(), kGuard);
+    size_t pos = 0;
+    for (const Sge& s : recv_sges)
+      for (uint32_t i = 0; i < s.length && pos < data.size(); ++i)
+        want[s.addr - dst.addr() + i] = data[pos++];
+    EXPECT_TRUE(want == dst.bytes) << "receive region differs from the message";
+  }
+  void expect_untouched() const {
+    EXPECT_TRUE(
+        std::all_of(dst.bytes.begin(), dst.bytes.end(), [](uint8_t b) { return b == kGuard; }));
+  }
+
+  std::vector<uint8_t> data;
+  Region src, dst;
+  std::vector<Sge> send_sges, recv_sges;
+};
+
+/// A registered target for RDMA WRITEs on the responder.
+struct Target {
+  Target(Endpoint& owner, size_t len, uint32_t access = kRemote)
+      : region(register_region(owner.engine, len + 2 * kGap, access, kGuard)) {}
+  uint64_t va() const { return region.addr(kGap); }
+  uint32_t rkey() const { return region.key; }
+  void expect_holds(const std::vector<uint8_t>& data) const {
+    std::vector<uint8_t> want(region.bytes.size(), kGuard);
+    std::copy(data.begin(), data.end(), want.begin() + kGap);
+    EXPECT_TRUE(want == region.bytes) << "RDMA WRITE target differs";
+  }
+  void expect_untouched() const {
+    EXPECT_TRUE(std::all_of(region.bytes.begin(), region.bytes.end(),
+                            [](uint8_t b) { return b == kGuard; }));
+  }
+  Region region;
+};
+
+inline std::vector<uint64_t> ids(const std::vector<Completion>& wcs) {
+  std::vector<uint64_t> out;
+  for (const Completion& c : wcs) out.push_back(c.wr_id);
+  return out;
+}
+
+inline void expect_all(const std::vector<Completion>& wcs, WcStatus s) {
+  for (const Completion& c : wcs) EXPECT_EQ(c.status, s) << "wr_id " << c.wr_id;
+}
 
 }  // namespace ibemu::engine::testing

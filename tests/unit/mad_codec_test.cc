@@ -1,5 +1,5 @@
 // The MAD/SMP codec: every accessor against the byte and bit positions of the
-// IBA tables (13.4.3 Table 102, 14.2.1.2, 14.2.5.3/4/6/10/13).
+// IBA (13.4.3, 14.2.1.2, 14.2.5.3/4/6/10/13).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -31,7 +31,7 @@ TEST(Bits, GetAndSetAtSpecOffsets) {
   EXPECT_EQ(b[0], 0x03);
 }
 
-TEST(MadHeader, FieldsAtTable102Offsets) {
+TEST(MadHeader, FieldsAtHeaderOffsets) {
   Smp s;
   s.set_base_version(1);
   s.set_mgmt_class(MgmtClass::kSubnDirected);
@@ -115,7 +115,7 @@ TEST(Smp, AttributeCopiesIntoDataArea) {
   EXPECT_EQ(s.get_attr<NodeInfo>().node_type(), NodeType::kSwitch);
 }
 
-TEST(NodeInfo, Table146Positions) {
+TEST(NodeInfo, SpecPositions) {
   NodeInfo ni;
   ni.set_base_version(1);
   ni.set_class_version(1);
@@ -148,7 +148,7 @@ TEST(NodeInfo, Table146Positions) {
   EXPECT_EQ(ni.node_guid(), 0x0002c90300a1b2c3ull);
 }
 
-TEST(PortInfo, Table148Positions) {
+TEST(PortInfo, SpecPositions) {
   PortInfo pi;
   pi.set_lid(0x1234);
   EXPECT_EQ(pi.bytes[16], 0x12);
@@ -252,7 +252,7 @@ TEST(PortInfo, EveryFieldRoundTripsWithoutTouchingItsNeighbours) {
   }
 }
 
-TEST(SwitchInfo, Table147Positions) {
+TEST(SwitchInfo, SpecPositions) {
   SwitchInfo si;
   si.set_linear_fdb_cap(0xc000);
   si.set_linear_fdb_top(0x0042);
@@ -275,7 +275,7 @@ TEST(SwitchInfo, Table147Positions) {
   EXPECT_EQ(si.life_time_value(), 0x13);
 }
 
-TEST(SmInfo, Table161Positions) {
+TEST(SmInfo, SpecPositions) {
   SmInfo si;
   si.set_guid(0xaabbccddeeff0011ull);
   si.set_act_count(0x01020304);

@@ -39,12 +39,30 @@ void HcaEngine::receive(const uint8_t* data, size_t len) noexcept {
   }
   counters_.rx_packets++;
   counters_.rx_bytes += len;
+  if (!dlid_is_ours(pkt.lrh().dlid())) {
+    counters_.rx_wrong_dlid++;  // link layer DLID check (IBA ch. 7, C7-66): drop
+    return;
+  }
   auto qp = find_qp(pkt.bth().dest_qp());
   if (!qp) {
     counters_.rx_unknown_qp++;  // C9-?: no such QP — drop
     return;
   }
   qp->receive(pkt);
+}
+
+// A port answers to 2^LMC LIDs from its base LID on: the data packet check
+// masks the DLID's low LMC bits before comparing (IBA ch. 7, C7-66). Ports
+// are numbered from 1; the first one that does not exist ends the list.
+bool HcaEngine::dlid_is_ours(uint16_t dlid) const noexcept {
+  if (!ports_) return false;
+  for (unsigned p = 1; p <= 255; ++p) {
+    const PortAddress a = ports_->port(static_cast<uint8_t>(p));
+    if (a.port_guid == 0) break;
+    const uint16_t base_mask = static_cast<uint16_t>(~((1u << (a.lmc & 7)) - 1));
+    if ((dlid & base_mask) == (a.lid & base_mask)) return true;
+  }
+  return false;
 }
 
 Nanos HcaEngine::run_timers(Nanos now) noexcept {

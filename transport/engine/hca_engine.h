@@ -39,6 +39,8 @@ class HcaEngine {
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
 
  private:
+  bool dlid_is_ours(uint16_t dlid) const noexcept;
+
   PacketSink* sink_;
   const PortTable* ports_;
   MrTable mrs_;

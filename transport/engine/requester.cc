@@ -130,7 +130,9 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   emit(tx_buf_, hlen, payload);
   req_.next_psn = wire::psn_add(psn, 1);
   req_.cursor_offset = off + payload;
-  ++req_.unacked;
+  // Only RC packets are ever acknowledged; counting UC ones would close the
+  // window for good after kMaxUnackedPackets.
+  if (init_.type == QpType::kRc) ++req_.unacked;
   return last;
 }
 
@@ -146,9 +148,16 @@ void Qp::requester_pump() noexcept {
     if (done) {
       ++req_.cursor;
       req_.cursor_offset = 0;
+      // UC has no responses (IBA 9.8): a send WQE is complete as soon as its
+      // last request packet is on the wire. Every earlier one already is, so
+      // it is the head of the send queue.
+      if (init_.type == QpType::kUc) {
+        complete_send(sq_.at(sq_.head()), WcStatus::kSuccess);
+        sq_.pop();
+      }
     }
   }
-  if (sent && comp_.last_progress == 0) comp_.last_progress = now_ns();
+  if (sent && init_.type == QpType::kRc && comp_.last_progress == 0) comp_.last_progress = now_ns();
 }
 
 void Qp::requester_rewind(uint32_t psn) noexcept {

@@ -14,6 +14,16 @@ using wire::NakCode;
 namespace {
 // IBA 9.7.5.1.1: credit count 31 means "no end-to-end flow control credits".
 constexpr uint8_t kNoCredits = wire::kAethCreditInvalid;
+
+// Payload lengths a requester may send (IBA 9.7.5.1): first and middle
+// packets carry exactly one PMTU, last packets 1 to PMTU bytes, only packets
+// at most one PMTU.
+bool payload_length_ok(uint32_t flags, size_t n, uint32_t mtu) {
+  const bool first = flags & wire::kIsFirst, last = flags & wire::kIsLast;
+  if (first && last) return n <= mtu;
+  if (last) return n >= 1 && n <= mtu;
+  return n == mtu;
+}
 }  // namespace
 
 void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
@@ -51,10 +61,17 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
   env_.sink->transmit(av.dlid, attr_.dest_qp_num, buf, len);
 }
 
-// IBA 9.7.5.2.x: a request the responder cannot carry out. The QP goes to
+// IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
 // the error state; the requester learns why through the NAK.
 void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexcept {
-  if (init_.type == QpType::kRc) send_ack(psn, wire::make_nak_syndrome(code));
+  if (init_.type != QpType::kRc) {
+    // UC (IBA 9.8) has no NAK to send: the message is dropped silently, the
+    // QP carries on and its receive WQE serves the next message.
+    resp_.in_send = false;
+    resp_.in_write = false;
+    return;
+  }
+  send_ack(psn, wire::make_nak_syndrome(code));
   if (resp_.in_send && !rq_.empty()) {
     complete_recv(rq_.at(rq_.head()), local_status, WcOpcode::kRecv, 0, 0, 0, false, 0);
     rq_.pop();
@@ -77,6 +94,10 @@ bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
 
 void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
   if (!rq_can_receive()) return;  // C9-..: packets to a QP not ready are dropped
+  // IBA 9.6.1: the opcode's transport must be the QP's service type.
+  if (pkt.info->transport !=
+      (init_.type == QpType::kRc ? wire::Transport::kRc : wire::Transport::kUc))
+    return;
   if (!responder_accepts_source(pkt)) return;
   const uint32_t flags = pkt.info->flags;
   const bool rc = init_.type == QpType::kRc;
@@ -90,9 +111,12 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
       send_ack(wire::psn_add(resp_.epsn, wire::kPsnMask), wire::make_ack_syndrome(kNoCredits));
     return;
   }
-  if (diff > 0) {
+  if (diff != 0) {
     if (!rc) {
-      // UC (IBA 9.7.5.1.4): a gap drops the rest of the message silently.
+      // UC (IBA 9.8): nothing is retransmitted, so there are no duplicates
+      // to recognise — any PSN but the expected one, earlier or later, ends
+      // the message in progress silently; only a first/only packet may start
+      // the next one (the opcode check below).
       resp_.epsn = psn;
       resp_.in_send = false;
       resp_.in_write = false;
@@ -114,6 +138,13 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
       (resp_.in_write && !((flags & wire::kIsWrite) && !first)) ||
       (!resp_.in_send && !resp_.in_write && !first)) {
     if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return;
+  }
+  // A malformed length is an invalid request (class C: NAK, QP to error) on
+  // RC; on UC the message is dropped silently.
+  if ((flags & (wire::kIsSend | wire::kIsWrite)) &&
+      !payload_length_ok(flags, pkt.payload_len, mtu_bytes())) {
+    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
   if (flags & wire::kIsSend) {
@@ -212,7 +243,8 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     }
   }
   const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
-  if (n > resp_.write_remaining) {
+  // The packets of an RDMA WRITE add up to exactly its DMA length (IBA 9.7.5.1).
+  if (n > resp_.write_remaining || ((flags & wire::kIsLast) && n != resp_.write_remaining)) {
     resp_.in_write = false;
     responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
@@ -234,7 +266,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     if (flags & wire::kHasImmDt) {
       complete_recv(rq_.at(rq_.head()), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
                     resp_.write_total, pkt.immdt().imm(),
-                    kWcWithImm | (pkt.has_grh ? kWcGrh : 0), pkt.bth().se(), pkt.lrh().slid());
+                    kWcWithImm | (pkt.has_grh ? uint32_t{kWcGrh} : 0u), pkt.bth().se(), pkt.lrh().slid());
       rq_.pop();
     }
     resp_.msn = wire::psn_add(resp_.msn, 1);

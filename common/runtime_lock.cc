@@ -1,4 +1,4 @@
-#include "emulator-daemon/runtime_lock.h"
+#include "common/runtime_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,14 +19,14 @@ int read_pid(int fd) {
 }
 }  // namespace
 
-RuntimeLock::RuntimeLock(const std::string& path) : path_(path) {
+RuntimeLock::RuntimeLock(const std::string& path, const std::string& who) : path_(path) {
   fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
   if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     int pid = read_pid(fd_);
     close(fd_);
     fd_ = -1;
-    throw std::runtime_error("another ibemud (pid " + std::to_string(pid) +
+    throw std::runtime_error("another " + who + " (pid " + std::to_string(pid) +
                              ") already runs on this runtime directory; stop it with: ibemu down");
   }
   std::string pid = std::to_string(getpid()) + "\n";
