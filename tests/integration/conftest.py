@@ -90,6 +90,15 @@ class Fabric:
         return text
 
 
+def stack_dump(proc):
+    """Every thread's stack of a hung process, for the failure report."""
+    if not shutil.which("gdb"):
+        return ""
+    r = subprocess.run(["gdb", "-batch", "-ex", "thread apply all bt", "-p", str(proc.pid)],
+                       capture_output=True, text=True, timeout=60)
+    return f"--- stacks of pid {proc.pid}:\n{r.stdout[-6000:]}\n"
+
+
 def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):
     """Starts a server, waits until it listens on `port`, runs the client;
     returns (server_result, client_result) as (returncode, output)."""
@@ -101,13 +110,17 @@ def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):
             server.kill()
             pytest.fail(f"server did not listen on {port}: {out}\n{fabric.logs()}")
         time.sleep(0.02)
+    client = fabric.spawn(client_cmd)
     try:
-        client = fabric.run(client_cmd, timeout=timeout)
+        client_out = client.communicate(timeout=timeout)[0]
         server_out = server.communicate(timeout=timeout)[0]
     except subprocess.TimeoutExpired:
+        stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
         server.kill()
-        pytest.fail(f"timeout\n{fabric.logs()}")
-    return (server.returncode, server_out), (client.returncode, client.stdout + client.stderr)
+        client.kill()
+        pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
+                    f"{client.communicate()[0]}\n{stacks}\n{fabric.logs()}")
+    return (server.returncode, server_out), (client.returncode, client_out)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,10 @@
  *   status Work Request Flushed Error (5): 15
  * and exits 1; a run that ends by count prints "done N" and exits 0.
  *
- *   rc_stream [-d dev] [-p tcp_port] [-s size] [-n count] [-t timeout] [server]
+ * With -w SECONDS the receiver makes no verbs call for that long after
+ * connecting: its QP must still take every message (passive target).
+ *
+ *   rc_stream [-d dev] [-p tcp_port] [-s size] [-n count] [-t timeout] [-w secs] [server]
  */
 #include <getopt.h>
 #include <infiniband/verbs.h>
@@ -28,14 +31,15 @@ struct peer {
 
 int main(int argc, char **argv) {
   const char *dev_name = "ibemu0", *server = NULL;
-  int tcp_port = 19876, size = 4096, timeout = 14, c;
+  int tcp_port = 19876, size = 4096, timeout = 14, wait_s = 0, c;
   long count = -1;
-  while ((c = getopt(argc, argv, "d:p:s:n:t:")) != -1) {
+  while ((c = getopt(argc, argv, "d:p:s:n:t:w:")) != -1) {
     if (c == 'd') dev_name = optarg;
     else if (c == 'p') tcp_port = atoi(optarg);
     else if (c == 's') size = atoi(optarg);
     else if (c == 'n') count = atol(optarg);
     else if (c == 't') timeout = atoi(optarg);
+    else if (c == 'w') wait_s = atoi(optarg);
     else return 2;
   }
   if (optind < argc) server = argv[optind];
@@ -101,6 +105,7 @@ int main(int argc, char **argv) {
   }
   printf("connected\n");
   fflush(stdout);
+  if (!server && wait_s) sleep(wait_s);
   long done = 0, posted = 0, failed = 0;
   long per_status[32] = {0};
   int outstanding = 0;
