@@ -122,3 +122,62 @@ def test_second_daemon_on_the_same_runtime_dir_refuses(fabric):
                         str(fabric.runtime_dir)], capture_output=True, text=True, timeout=10)
     assert r.returncode != 0
     assert "already runs on this runtime directory" in r.stderr
+
+
+def test_sigterm_removes_socket_and_sysfs_tree(fresh_fabric):
+    f = fresh_fabric
+    f.up(sm=False)
+    rt = f.runtime_dir
+    assert (rt / "ibemud.sock").exists() and (rt / "sysfs" / "class" / "infiniband").is_dir()
+    pid = int((rt / "ibemud.lock").read_text())
+    subprocess.run(["kill", "-TERM", str(pid)], check=True)
+    deadline = time.time() + 10
+    while subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode == 0:
+        assert time.time() < deadline, "ibemud did not exit on SIGTERM"
+        time.sleep(0.05)
+    assert not (rt / "ibemud.sock").exists()
+    assert not (rt / "sysfs").exists()
+    r = f.ibemu("status", check=False)
+    assert "ibemud is not running" in r.stderr
+
+
+def test_everything_works_for_an_unprivileged_user(tmp_path):
+    """No root anywhere: daemon, SM and programs as `nobody`."""
+    import os
+    import shutil
+    import pytest
+    from conftest import BUILD, free_tcp_port, tcp_listening
+    if os.geteuid() != 0:
+        pytest.skip("already unprivileged: every other test covers this case")
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is needed to drop privileges")
+    import tempfile
+    from pathlib import Path
+    base = Path(tempfile.mkdtemp(prefix="ibemu-nobody-"))  # pytest's own tmp is root-only
+    os.chmod(base, 0o777)
+    ibemu = str(BUILD / "bin" / "ibemu")
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+            f"IBEMU_RUNTIME_DIR={base}/rt", "HOME=/"]
+    if subprocess.run(drop + ["test", "-x", ibemu]).returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"user nobody cannot reach {ibemu} (the checkout is private)")
+    try:
+        r = subprocess.run(drop + [ibemu, "up"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (base / "rt" / "ibemud.sock").stat().st_uid == 65534
+        port = free_tcp_port()
+        server = subprocess.Popen(drop + [ibemu, "run", "--", "ibv_rc_pingpong", "-d", "ibemu0",
+                                          "-p", str(port), "-n", "200"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 20
+        while not tcp_listening(port):
+            assert time.time() < deadline and server.poll() is None
+            time.sleep(0.02)
+        client = subprocess.run(drop + [ibemu, "run", "--", "ibv_rc_pingpong", "-d", "ibemu1",
+                                        "-p", str(port), "-n", "200", "localhost"],
+                                capture_output=True, text=True, timeout=60)
+        server_out = server.communicate(timeout=60)[0]
+        assert client.returncode == 0 and server.returncode == 0, client.stdout + server_out
+    finally:
+        subprocess.run(drop + [ibemu, "down"], capture_output=True, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
