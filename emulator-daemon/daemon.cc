@@ -189,6 +189,14 @@ Json Daemon::do_status() {
                      {"qps", qps_.count(s.id)}});
   }
   reply["processes"] = procs;
+  reply["sm"] = nullptr;
+  for (auto& s : server_.sessions()) {
+    auto it = clients_.find(s.id);
+    if (it != clients_.end() && it->second.sm_port)
+      reply["sm"] = {{"pid", s.pid},
+                     {"device", config_.devices[it->second.sm_port->device].name},
+                     {"port", it->second.sm_port->port}};
+  }
   reply["qps"] = qps_.size();
   reply["pid"] = getpid();
   reply["runtime_dir"] = paths_.dir;

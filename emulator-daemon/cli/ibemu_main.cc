@@ -103,7 +103,9 @@ int cmd_up(const Options& o) {
     std::cout << "ibemu-sm started (pid " << pid << ")\n";
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
-  while (!(query(o.runtime_dir, {{"op", "status"}}, &reply) && all_ports_active(reply))) {
+  // Ready when a subnet manager is attached and every port is ACTIVE.
+  while (!(query(o.runtime_dir, {{"op", "status"}}, &reply) && !reply["sm"].is_null() &&
+           all_ports_active(reply))) {
     if (Clock::now() > deadline)
       return fail("ports did not become ACTIVE; see " + paths.sm_log() + " and " +
                   paths.daemon_log());
@@ -155,8 +157,13 @@ int cmd_status(const Options& o) {
   }
   std::cout << fmt::format("ibemud pid {}  runtime {}\n", reply.value("pid", 0),
                            reply.value("runtime_dir", ""));
-  int sm = ibemu::RuntimeLock::holder_pid(ibemu::RuntimePaths{o.runtime_dir}.sm_lock());
-  std::cout << (sm ? fmt::format("ibemu-sm pid {}\n", sm) : "ibemu-sm not running\n");
+  if (reply["sm"].is_null())
+    std::cout << "no subnet manager attached (start one with: ibemu up)\n";
+  else
+    std::cout << fmt::format("subnet manager: ibemu-sm pid {} on {} port {}\n",
+                             reply["sm"]["pid"].get<int>(),
+                             reply["sm"]["device"].get<std::string>(),
+                             reply["sm"]["port"].get<int>());
   for (auto& dev : reply["devices"]) {
     std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
                              dev["node_guid"].get<std::string>());

@@ -76,10 +76,9 @@ class Fabric:
                                 stderr=subprocess.STDOUT, text=True)
 
     def sm_pid(self):
-        try:
-            return int((self.runtime_dir / "ibemu-sm.lock").read_text().strip() or 0)
-        except (FileNotFoundError, ValueError):
-            return 0
+        """The pid of the subnet manager attached to the daemon, or 0."""
+        sm = self.status().get("sm")
+        return sm["pid"] if sm else 0
 
     def logs(self):
         text = ""
