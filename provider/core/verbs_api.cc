@@ -51,6 +51,46 @@ static_assert(int{kAccessRemoteAtomic} == int{IBV_ACCESS_REMOTE_ATOMIC});
 static_assert(static_cast<int>(QpState::kErr) == IBV_QPS_ERR);
 static_assert(int{kWcWithImm} == int{IBV_WC_WITH_IMM} && int{kWcGrh} == int{IBV_WC_GRH});
 
+template <typename VerbsWr, typename Wqe>
+static void copy_sges(const VerbsWr& wr, Wqe& w) {
+  w.num_sge = wr.num_sge;
+  for (int s = 0; s < wr.num_sge; ++s)
+    w.sge[s] = Sge{wr.sg_list[s].addr, wr.sg_list[s].length, wr.sg_list[s].lkey};
+}
+
+// Posts a verbs WR list to the engine in batches converted on the stack
+// (posting never allocates). Every WR before the first bad one is posted, as
+// hardware providers do, and *bad names that one.
+template <typename Wqe, typename VerbsWr, typename Convert, typename Post>
+static int post_in_batches(VerbsWr* wr, VerbsWr** bad, Convert convert, Post post) {
+  constexpr int kBatch = 8;
+  Wqe batch[kBatch];
+  VerbsWr* origin[kBatch];
+  while (wr) {
+    int n = 0, err = 0;
+    for (; wr && n < kBatch; wr = wr->next, ++n) {
+      if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(DeviceLimits::kMaxSge)) {
+        err = EINVAL;
+        break;
+      }
+      convert(*wr, batch[n]);
+      origin[n] = wr;
+    }
+    int bad_index = -1;
+    if (n > 0) {
+      if (int e = post(batch, n, &bad_index)) {
+        *bad = origin[bad_index >= 0 && bad_index < n ? bad_index : 0];
+        return e;
+      }
+    }
+    if (err) {
+      *bad = wr;
+      return err;
+    }
+  }
+  return 0;
+}
+
 extern "C" {
 
 ibemu_core_context* ibemu_core_open(const char* ibdev_name, int* async_fd, int* err) {
@@ -410,73 +450,34 @@ int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_att
 }
 
 int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  // Converted in small batches on the stack: posting never allocates.
-  constexpr int kBatch = 8;
-  SendWqe batch[kBatch];
-  while (wr) {
-    ibv_send_wr* first = wr;
-    int n = 0;
-    for (; wr && n < kBatch; wr = wr->next, ++n) {
-      SendWqe& w = batch[n];
-      if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(DeviceLimits::kMaxSge)) {
-        *bad = wr;
-        return EINVAL;
-      }
-      w.wr_id = wr->wr_id;
-      w.opcode = static_cast<WrOpcode>(wr->opcode);
-      w.flags = wr->send_flags;
-      w.imm_or_rkey = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : wr->imm_data;
-      w.num_sge = wr->num_sge;
-      for (int s = 0; s < wr->num_sge; ++s)
-        w.sge[s] = Sge{wr->sg_list[s].addr, wr->sg_list[s].length, wr->sg_list[s].lkey};
-      w.remote_addr = wr->wr.rdma.remote_addr;
-      w.rkey = wr->wr.rdma.rkey;
-      if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-        w.remote_addr = wr->wr.atomic.remote_addr;
-        w.rkey = wr->wr.atomic.rkey;
-        w.compare_add = wr->wr.atomic.compare_add;
-        w.swap = wr->wr.atomic.swap;
-      }
+  auto convert = [](const ibv_send_wr& wr, SendWqe& w) {
+    w.wr_id = wr.wr_id;
+    w.opcode = static_cast<WrOpcode>(wr.opcode);
+    w.flags = wr.send_flags;
+    w.imm_or_rkey = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+    copy_sges(wr, w);
+    w.remote_addr = wr.wr.rdma.remote_addr;
+    w.rkey = wr.wr.rdma.rkey;
+    if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      w.remote_addr = wr.wr.atomic.remote_addr;
+      w.rkey = wr.wr.atomic.rkey;
+      w.compare_add = wr.wr.atomic.compare_add;
+      w.swap = wr.wr.atomic.swap;
     }
-    int bad_index = -1;
-    int err = q->qp->post_send(batch, n, &bad_index);
-    if (err) {
-      ibv_send_wr* b = first;
-      for (int i = 0; i < bad_index && b; ++i) b = b->next;
-      *bad = b;
-      return err;
-    }
-  }
-  return 0;
+  };
+  return post_in_batches<SendWqe>(wr, bad, convert, [q](const SendWqe* w, int n, int* b) {
+    return q->qp->post_send(w, n, b);
+  });
 }
 
 int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  constexpr int kBatch = 8;
-  RecvWqe batch[kBatch];
-  while (wr) {
-    ibv_recv_wr* first = wr;
-    int n = 0;
-    for (; wr && n < kBatch; wr = wr->next, ++n) {
-      if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(DeviceLimits::kMaxSge)) {
-        *bad = wr;
-        return EINVAL;
-      }
-      RecvWqe& w = batch[n];
-      w.wr_id = wr->wr_id;
-      w.num_sge = wr->num_sge;
-      for (int s = 0; s < wr->num_sge; ++s)
-        w.sge[s] = Sge{wr->sg_list[s].addr, wr->sg_list[s].length, wr->sg_list[s].lkey};
-    }
-    int bad_index = -1;
-    int err = q->qp->post_recv(batch, n, &bad_index);
-    if (err) {
-      ibv_recv_wr* b = first;
-      for (int i = 0; i < bad_index && b; ++i) b = b->next;
-      *bad = b;
-      return err;
-    }
-  }
-  return 0;
+  auto convert = [](const ibv_recv_wr& wr, RecvWqe& w) {
+    w.wr_id = wr.wr_id;
+    copy_sges(wr, w);
+  };
+  return post_in_batches<RecvWqe>(wr, bad, convert, [q](const RecvWqe* w, int n, int* b) {
+    return q->qp->post_recv(w, n, b);
+  });
 }
 
 }  // extern "C"

@@ -541,5 +541,28 @@ TEST_F(PostFixture, GivenBadWorkRequestExpectEinvalAndIndexOfTheBadOne) {
   EXPECT_EQ(bad, 2);
 }
 
+TEST_F(PostFixture, GivenFullQueuesExpectEnomemAndIndexOfTheFirstWrLeftOut) {
+  auto qp = make_qp(QpType::kRc, S::kRts);  // nobody acknowledges: WRs stay queued
+  std::vector<SendWqe> sends;
+  for (uint64_t i = 0; i < 20; ++i) sends.push_back(a_send(i));
+  int bad = -1;
+  EXPECT_EQ(qp->post_send(sends.data(), 20, &bad), ENOMEM);
+  EXPECT_EQ(bad, 16);  // max_send_wr
+  EXPECT_EQ(qp->post_send(sends.data(), 1, &bad), ENOMEM);
+  EXPECT_EQ(bad, 0);
+  std::vector<RecvWqe> recvs;
+  for (uint64_t i = 0; i < 17; ++i) recvs.push_back(a_recv(i));
+  EXPECT_EQ(qp->post_recv(recvs.data(), 17, &bad), ENOMEM);
+  EXPECT_EQ(bad, 16);  // max_recv_wr
+}
+
+TEST_F(PostFixture, GivenInlineDataExpectItLimitedToMaxInlineData) {
+  auto qp = make_qp(QpType::kRc, S::kRts);
+  SendWqe w = testing::send_wr(1, WrOpcode::kSend, {region_.sge(0, 64)}, kSendInline);
+  EXPECT_EQ(testing::post(*qp, w), 0);  // max_inline_data is 64
+  w.sge[0].length = 65;
+  EXPECT_EQ(testing::post(*qp, w), EINVAL);
+}
+
 }  // namespace
 }  // namespace ibemu::engine

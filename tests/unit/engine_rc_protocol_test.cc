@@ -402,6 +402,110 @@ TEST(RcProtocol, GivenReceiveBufferTooSmallExpectLocLenErrAtReceiverRemInvReqAtS
   }
 }
 
+// --- local errors at the requester (IBA 10.7.2.2) ---
+
+TEST(RcProtocol, GivenBadLkeyExpectLocProtErrOnThatWrAndTheOthersFlushed) {
+  EnginePair pair;
+  Message m1(pair.a, pair.b, 3 * 4096, 111), m3(pair.a, pair.b, 100, 113);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m1.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(12, m3.recv_sges)), 0);
+  std::vector<Sge> bad = m3.send_sges;
+  bad.push_back(Sge{bad[0].addr, 4, 0xdeadbeef});  // the second SGE has no valid lkey
+  // Posting does not look at lkeys; processing the WR does.
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m1.send_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(2, WrOpcode::kSend, bad)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(3, WrOpcode::kSend, m3.send_sges)), 0);
+  ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 3; }));
+  pair.run_for(5ms);
+  ASSERT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{1, 2, 3}));
+  // WR 1 was on the wire when the QP failed: it may complete or be flushed.
+  EXPECT_TRUE(pair.a.send_wcs[0].status == WcStatus::kSuccess ||
+              pair.a.send_wcs[0].status == WcStatus::kWrFlushErr)
+      << to_string(pair.a.send_wcs[0].status);
+  EXPECT_EQ(pair.a.send_wcs[1].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(pair.a.send_wcs[2].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(pair.a.state(), QpState::kErr);
+  // Nothing of WR 2 left A: B saw WR 1 only and has no reason to fail.
+  EXPECT_EQ(pair.b.state(), QpState::kRts);
+  ASSERT_EQ(pair.b.recv_wcs.size(), 1u);
+  EXPECT_EQ(pair.b.recv_wcs[0].status, WcStatus::kSuccess);
+  m1.expect_delivered();
+}
+
+TEST(RcProtocol, GivenBadLkeyOnTheOnlyWrExpectLocProtErrAndNothingSent) {
+  EnginePair pair;
+  ASSERT_EQ(
+      testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, {Sge{0x1000, 64, 0x1234}})),
+      0);
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+  EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kLocProtErr);
+  EXPECT_TRUE(pair.requests_from(kLidA).empty());
+  EXPECT_EQ(pair.a.state(), QpState::kErr);
+}
+
+// --- send queue drained (IBA 10.3.1) ---
+
+TEST(RcProtocol, GivenSqdExpectWrsInFlightFinishedAndNewOnesHeldUntilRts) {
+  EnginePair pair;
+  Message m1(pair.a, pair.b, 2 * 4096, 121), m2(pair.a, pair.b, 100, 122);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m1.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(12, m2.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m1.send_sges)), 0);
+  QpAttr a;
+  a.qp_state = QpState::kSqd;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(2, WrOpcode::kSend, m2.send_sges)), 0);
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+  pair.run_for(5ms);
+  EXPECT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(pair.requests_from(kLidA).size(), 2u) << "WR 2 started in SQD";
+  EXPECT_EQ(pair.a.state(), QpState::kSqd);
+  a.qp_state = QpState::kRts;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState), 0);
+  ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 2; }));
+  expect_all(pair.a.send_wcs, WcStatus::kSuccess);
+  EXPECT_EQ(ids(pair.b.recv_wcs), (std::vector<uint64_t>{11, 12}));
+  m1.expect_delivered();
+  m2.expect_delivered();
+}
+
+// --- reuse after an error ---
+
+TEST(RcProtocol, GivenQpsResetAndReconnectedAfterAnErrorExpectACleanNewConnection) {
+  EnginePair pair;
+  Message m(pair.a, pair.b, 3 * 4096 + 5, 131);
+  Target t(pair.b, 64);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(1, m.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::write_wr(2, m.send_sges, t.va(), 0x77)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(3, WrOpcode::kSend, m.send_sges)), 0);
+  ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 2; }));
+  pair.run_for(2ms);
+  ASSERT_EQ(pair.a.state(), QpState::kErr);
+  ASSERT_EQ(pair.b.state(), QpState::kErr);
+
+  ConnectParams p;
+  p.sq_psn_a = 0x00beef;
+  p.sq_psn_b = 0x00cafe;
+  for (Endpoint* e : {&pair.a, &pair.b}) {
+    QpAttr reset;
+    reset.qp_state = QpState::kReset;
+    ASSERT_EQ(e->qp->modify(reset, kQpState), 0);
+    e->send_wcs.clear();
+    e->recv_wcs.clear();
+  }
+  testing::connect_qp(pair.a, p, kLidB, kQpnB, p.sq_psn_b, p.sq_psn_a, kRemote);
+  testing::connect_qp(pair.b, p, kLidA, kQpnA, p.sq_psn_a, p.sq_psn_b, kRemote);
+  pair.link.clear_log();
+  send_and_wait(pair, m, 4);
+  pair.run_for(5ms);
+  EXPECT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{4}));
+  EXPECT_EQ(ids(pair.b.recv_wcs), (std::vector<uint64_t>{104}));
+  expect_all(pair.a.send_wcs, WcStatus::kSuccess);
+  expect_all(pair.b.recv_wcs, WcStatus::kSuccess);
+  m.expect_delivered();
+  EXPECT_EQ(pair.requests_from(kLidA).front().psn(), 0x00beefu);
+}
+
 // --- receiver not ready (IBA 9.7.5.2.8) ---
 
 TEST(RcProtocol, GivenNoReceiveAndRnrRetryZeroExpectRnrRetryExceeded) {

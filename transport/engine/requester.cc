@@ -123,7 +123,14 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
     std::memcpy(data, wqe.inline_data + off, payload);
   } else if (copy_from_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, off, data, payload) !=
              MrCheck::kOk) {
-    // IBA 10.7.2.2: a bad lkey on the send side is a local protection error.
+    // IBA 10.7.2.2: a bad lkey on the send side is a local protection error
+    // of this WQE. The QP goes to the error state, so the WQEs before it,
+    // sent but not yet acknowledged, are flushed ahead of it (completions stay
+    // in order) and the error lands on the WQE that caused it.
+    while (sq_.head() < req_.cursor) {
+      complete_send(sq_.at(sq_.head()), WcStatus::kWrFlushErr);
+      sq_.pop();
+    }
     completer_error(WcStatus::kLocProtErr);
     return true;
   }
@@ -142,6 +149,9 @@ void Qp::requester_pump() noexcept {
   while (req_.cursor < sq_.tail() && req_.unacked < kMaxUnackedPackets) {
     SendWqe& wqe = sq_.at(req_.cursor);
     if (attr_.qp_state == QpState::kErr) return;
+    // IBA 10.3.1: in SQD the messages already begun are finished (and resent
+    // if need be), no new one starts until the QP is back in RTS.
+    if (attr_.qp_state == QpState::kSqd && !wqe.started) break;
     bool done = requester_send_packet(wqe);
     if (attr_.qp_state == QpState::kErr) return;
     sent = true;
