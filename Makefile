@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 SANITIZE ?=
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
-.PHONY: all setup deps build test unit integration demo bench clean format format-check
+.PHONY: all setup deps build test unit integration demo clean format format-check
 
 all: build
 

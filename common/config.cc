@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -66,7 +68,16 @@ Config Config::parse(const std::string& json_text) {
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
+      static const char* device_keys[] = {"name", "ports", "vendor_id", "vendor_part_id",
+                                          "hw_ver", "fw_ver", "board_id", "node_desc",
+                                          "node_guid", "sys_image_guid"};
       for (auto& d : j["devices"]) {
+        if (!d.is_object()) throw std::runtime_error("each device must be a JSON object");
+        for (auto& [key, _] : d.items()) {
+          bool ok = false;
+          for (auto* k : device_keys) ok |= key == k;
+          if (!ok) throw std::runtime_error("unknown device config key: " + key);
+        }
         DeviceConfig dev;
         read_opt(d, "name", &dev.name);
         read_opt(d, "ports", &dev.ports);
@@ -89,7 +100,20 @@ Config Config::parse(const std::string& json_text) {
   if (cfg.devices.size() > 16) throw std::runtime_error("at most 16 devices");
   for (auto& d : cfg.devices)
     if (d.ports < 1 || d.ports > 4) throw std::runtime_error("ports must be 1..4");
+  static const char* levels[] = {"debug", "info", "warn", "error"};
+  if (std::find(std::begin(levels), std::end(levels), cfg.log_level) == std::end(levels))
+    throw std::runtime_error("log_level must be debug, info, warn or error");
   cfg.finalize();
+  std::set<std::string> names;
+  for (auto& d : cfg.devices) {
+    // The provider claims devices by this prefix; sysfs and the state page
+    // hold at most 31 characters.
+    if (d.name.rfind("ibemu", 0) != 0 || d.name.size() > 31 ||
+        d.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      throw std::runtime_error("device name '" + d.name +
+                               "' must start with 'ibemu' and use at most 31 of a-z 0-9 _");
+    if (!names.insert(d.name).second) throw std::runtime_error("duplicate device name " + d.name);
+  }
   return cfg;
 }
 

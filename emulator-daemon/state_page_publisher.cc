@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -51,7 +52,8 @@ void StatePagePublisher::fill_port(PortRef port) noexcept {
   v.state = static_cast<uint8_t>(a.state);
   v.phys_state = static_cast<uint8_t>(a.phys_state);
   v.max_mtu = static_cast<uint8_t>(mtu_enum_from_bytes(config_.max_mtu));
-  v.active_mtu = v.max_mtu;
+  // The active MTU is what the SM negotiated with the neighbour (PortInfo:NeighborMTU).
+  v.active_mtu = a.neighbor_mtu ? std::min(a.neighbor_mtu, v.max_mtu) : v.max_mtu;
   v.lid = a.lid;
   v.sm_lid = a.sm_lid;
   v.lmc = a.lmc;

@@ -43,8 +43,9 @@ int ibemu_core_req_notify_cq(struct ibemu_core_cq *cq, int solicited_only);
 int ibemu_core_resize_cq(struct ibemu_core_cq *cq, int cqe);
 
 /* Validates the attributes (caps are updated to what was granted) and
- * allocates the QP number through the daemon. */
-struct ibemu_core_qp *ibemu_core_create_qp(struct ibemu_core_context *ctx,
+ * allocates the QP number through the daemon. `ibqp` is the libibverbs object
+ * its async events name. */
+struct ibemu_core_qp *ibemu_core_create_qp(struct ibemu_core_context *ctx, struct ibv_qp *ibqp,
                                            struct ibv_qp_init_attr_ex *attr, uint32_t pd,
                                            struct ibemu_core_cq *send_cq,
                                            struct ibemu_core_cq *recv_cq, uint32_t *qpn,

@@ -188,7 +188,7 @@ static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init
     errno = ENOMEM;
     return NULL;
   }
-  qp->core = ibemu_core_create_qp(to_ctx(c)->core, attr, to_pd(attr->pd)->id,
+  qp->core = ibemu_core_create_qp(to_ctx(c)->core, &qp->vqp.qp, attr, to_pd(attr->pd)->id,
                                   attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
                                   attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL, &qpn, &err);
   if (!qp->core) {

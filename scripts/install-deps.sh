@@ -2,7 +2,7 @@
 # Installs the Debian packages ibemu needs to build and test, skipping those
 # already installed. Idempotent; needs root (or sudo) only when something is missing.
 set -eu
-PACKAGES="build-essential cmake pkg-config binutils
+PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs

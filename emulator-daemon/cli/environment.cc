@@ -48,7 +48,6 @@ std::vector<std::pair<std::string, std::string>> emulation_environment(
       // libibverbs appends -rdmav34.so to this path.
       {"RDMAV_DRIVERS", lib + "/libibemu"},
       {"LD_PRELOAD", prepend("LD_PRELOAD", lib + "/libibemu-preload.so")},
-      {"LD_LIBRARY_PATH", prepend("LD_LIBRARY_PATH", lib + "/compat")},
   };
 }
 

@@ -14,7 +14,7 @@ std::string find_library_dir();
 std::string find_binary_dir();
 
 /// (name, value) pairs, values already merged with the current environment
-/// (LD_PRELOAD and LD_LIBRARY_PATH are prepended, not replaced).
+/// (LD_PRELOAD is prepended to, not replaced).
 std::vector<std::pair<std::string, std::string>> emulation_environment(
     const std::string& runtime_dir);
 

@@ -95,6 +95,9 @@ int cmd_up(const Options& o) {
     std::cout << "ibemud started (pid " << pid << "), runtime directory " << o.runtime_dir << "\n";
   } else {
     std::cout << "ibemud already running (pid " << reply.value("pid", 0) << ")\n";
+    if (!o.config.empty())
+      std::cerr << "ibemu: warning: --config is ignored: the running daemon keeps its "
+                   "configuration (ibemu down first to change it)\n";
   }
   if (o.no_sm) return 0;
   if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
@@ -213,6 +216,7 @@ int cmd_run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"ibemu - emulated InfiniBand HCAs for programs without RDMA hardware"};
   app.require_subcommand(1);
+  app.fallthrough();  // -r/--runtime-dir may also follow the subcommand
   Options o;
   app.add_option("-r,--runtime-dir", o.runtime_dir, "runtime directory of the daemon")
       ->envname("IBEMU_RUNTIME_DIR");
@@ -225,9 +229,22 @@ int main(int argc, char** argv) {
   status->add_flag("--json", o.json, "machine-readable output");
   app.add_subcommand("env", "print the environment of no-kernel mode (eval \"$(ibemu env)\")");
   auto* run = app.add_subcommand("run", "run a program on the emulated HCAs");
-  run->add_option("command", o.command, "program and arguments (after --)")->required();
-  run->prefix_command();
-  CLI11_PARSE(app, argc, argv);
+  // Everything after the program name is the program's own (its options
+  // too), with or without "--".
+
+  // `run`'s arguments are the program's own, options included: split them off
+  // before CLI11 sees them, so `ibemu run ibv_devinfo -l` works with or without "--".
+  int own_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "run") {
+      own_argc = i + 1;
+      int first = i + 1 < argc && std::string(argv[i + 1]) == "--" ? i + 2 : i + 1;
+      o.command.assign(argv + first, argv + argc);
+      break;
+    }
+    if (std::string(argv[i]) == "-r" || std::string(argv[i]) == "--runtime-dir") ++i;
+  }
+  CLI11_PARSE(app, own_argc, argv);
 
   signal(SIGPIPE, SIG_IGN);
   try {

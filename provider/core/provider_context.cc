@@ -1,6 +1,8 @@
 #include "provider/core/provider_context.h"
 
 #include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,6 +29,10 @@ ProviderContext::~ProviderContext() {
   if (progress_.joinable()) {
     inbox_.wake();
     progress_.join();
+  }
+  if (device_index_ >= 0 && daemon_.connected() && !daemon_lost_) {
+    Json reply;
+    daemon_.request({{"op", "close_context"}, {"device", device_index_}}, &reply);
   }
   if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
   if (async_pipe_[1] >= 0) close(async_pipe_[1]);
@@ -71,6 +77,7 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
   if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
 
+  for (int p = 1; p <= num_ports(); ++p) last_ports_[p - 1] = port_view(p);
   link_ = std::make_unique<ShmLink>(&daemon_);
   engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this);
   // Packets between processes of one host never leave memory this host
@@ -124,6 +131,29 @@ bool ProviderContext::try_progress() noexcept {
   return lock.owns_lock() && drain_inbox(64) > 0;
 }
 
+void ProviderContext::watch_device() noexcept {
+  if (!daemon_lost_) {
+    pollfd pfd{daemon_.fd(), 0, 0};
+    if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR))) {
+      // The emulated HCA is gone with its daemon, as when firmware dies.
+      daemon_lost_ = true;
+      post_async_event(0, IBV_EVENT_DEVICE_FATAL);
+    }
+  }
+  for (int p = 1; p <= num_ports(); ++p) {
+    PortStateView now = port_view(p);
+    PortStateView& was = last_ports_[p - 1];
+    const uint8_t active = static_cast<uint8_t>(PortState::kActive);
+    if (now.state != was.state) {
+      if (now.state == active) post_async_event(p, IBV_EVENT_PORT_ACTIVE);
+      else if (was.state == active) post_async_event(p, IBV_EVENT_PORT_ERR);
+    }
+    if (now.lid != was.lid && now.state == active) post_async_event(p, IBV_EVENT_LID_CHANGE);
+    if (now.sm_lid != was.sm_lid && now.state == active) post_async_event(p, IBV_EVENT_SM_CHANGE);
+    was = now;
+  }
+}
+
 void ProviderContext::progress_loop() noexcept {
   pthread_setname_np(pthread_self(), "ibemu-progress");
   engine::Nanos next_timer = 0;
@@ -142,6 +172,7 @@ void ProviderContext::progress_loop() noexcept {
     if ((next_timer && now >= next_timer) || now - last_scan > 1'000'000) {
       next_timer = engine_->run_timers(now);
       last_scan = now;
+      watch_device();
     }
     if (worked) {
       idle_since = 0;

@@ -43,6 +43,9 @@ class ProviderContext : public engine::PortTable {
 
  private:
   void progress_loop() noexcept;
+  /// Raises the async events a real HCA raises: port state, LID and SM
+  /// changes seen on the state page, and DEVICE_FATAL when ibemud goes away.
+  void watch_device() noexcept;
   /// Processes up to `budget` packets; the caller holds consumer_mutex_.
   int drain_inbox(int budget) noexcept;
 
@@ -62,6 +65,8 @@ class ProviderContext : public engine::PortTable {
   std::thread progress_;
   std::atomic<bool> stopping_{false};
   int async_pipe_[2] = {-1, -1};
+  PortStateView last_ports_[kMaxPorts] = {};
+  bool daemon_lost_ = false;
 };
 
 }  // namespace ibemu::provider

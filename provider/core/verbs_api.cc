@@ -280,7 +280,8 @@ int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
   return cq->cq->resize(static_cast<uint32_t>(cqe));
 }
 
-ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp_init_attr_ex* attr, uint32_t pd,
+ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_init_attr_ex* attr,
+                                    uint32_t pd,
                                     ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq, uint32_t* qpn,
                                     int* err) {
   *err = 0;
@@ -331,8 +332,9 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp_init_attr_ex* 
   q->send_cq = send_cq;
   q->recv_cq = recv_cq;
   auto* ctx = &c->ctx;
-  q->qp = c->ctx.engine().create_qp(q->init, [ctx](uint32_t qpn, QpEvent ev) {
-    ctx->post_async_event(qpn, static_cast<uint32_t>(ev));
+  // QpEvent carries ibv_event_type's values; the element is the ibv_qp.
+  q->qp = c->ctx.engine().create_qp(q->init, [ctx, ibqp](uint32_t, QpEvent ev) {
+    ctx->post_async_event(reinterpret_cast<uintptr_t>(ibqp), static_cast<uint32_t>(ev));
   });
   send_cq->users++;
   recv_cq->users++;

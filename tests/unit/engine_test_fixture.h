@@ -54,7 +54,6 @@ class FakePorts : public PortTable {
 
 /// A packet as it went onto the fake link.
 struct WirePacket {
-  uint64_t seq = 0;  // transmit order over the whole link
   uint16_t dlid = 0;
   uint32_t dest_qp = 0;
   std::vector<uint8_t> bytes;
@@ -85,7 +84,7 @@ class FakeLink : public PacketSink {
 
   void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override {
-    WirePacket p{next_seq_++, dlid, dest_qp, std::vector<uint8_t>(packet, packet + len)};
+    WirePacket p{dlid, dest_qp, std::vector<uint8_t>(packet, packet + len)};
     log_.push_back(p);
     queue_.push_back(std::move(p));
   }
@@ -122,16 +121,9 @@ class FakeLink : public PacketSink {
 
   /// Throws away what is queued (a link that loses everything in flight).
   void discard_queued() { queue_.clear(); }
-  /// Puts a crafted packet on the wire.
-  void inject(uint16_t dlid, std::vector<uint8_t> bytes) {
-    WirePacket p{next_seq_++, dlid, 0, std::move(bytes)};
-    queue_.push_back(std::move(p));
-  }
-
-  /// Every packet transmitted so far, in order (crafted ones excluded).
+  /// Every packet transmitted so far, in order.
   const std::vector<WirePacket>& log() const { return log_; }
   void clear_log() { log_.clear(); }
-  size_t queued() const { return queue_.size(); }
 
  private:
   void dispatch(const WirePacket& p) {
@@ -143,7 +135,6 @@ class FakeLink : public PacketSink {
   std::deque<WirePacket> queue_;
   std::optional<WirePacket> held_;
   std::vector<WirePacket> log_;
-  uint64_t next_seq_ = 0;
 };
 
 /// A PacketSink that throws everything away (for tests that need no peer).

@@ -101,8 +101,9 @@ void Qp::completer_error(WcStatus status) noexcept {
   }
   comp_.rnr_wait_until = 0;
   comp_.last_progress = 0;
+  // The failure is reported by the completion; no async event (that is for
+  // errors a completion cannot carry, IBA 11.6.3).
   enter_error();
-  if (env_.on_event) env_.on_event(init_.qpn, QpEvent::kFatal);
 }
 
 Nanos Qp::completer_timer(Nanos now) noexcept {
