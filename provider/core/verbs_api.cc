@@ -3,6 +3,7 @@
 // rdma-core's structures and the engine's, and the daemon requests that
 // objects need (QP numbers).
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,10 +23,14 @@ struct ibemu_core_context {
   std::atomic<uint32_t> next_pd{1};
 };
 
+// Empty polls in a row after which a poller starts yielding its CPU.
+constexpr uint32_t kPollsBeforeYield = 64;
+
 struct ibemu_core_cq {
   ibemu_core_context* owner = nullptr;
   std::unique_ptr<CompletionQueue> cq;
   std::atomic<int> users{0};  // QPs attached: destroy is refused while > 0
+  std::atomic<uint32_t> empty_polls{0};
   int channel_write_fd = -1;
 };
 
@@ -243,7 +248,16 @@ int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
   Completion batch[64];
   int total = 0;
-  if (cq->cq->empty()) cq->owner->ctx.try_progress();
+  if (cq->cq->empty() && !cq->owner->ctx.try_progress()) {
+    // Nothing arrived. The peer "HCA" is software that needs a CPU too: a
+    // poller that keeps finding nothing yields, so on a host with fewer cores
+    // than busy pollers the other side gets to run (a hardware HCA would not
+    // need this; here it turns milliseconds of waiting into microseconds).
+    if (cq->empty_polls.fetch_add(1, std::memory_order_relaxed) >= kPollsBeforeYield)
+      sched_yield();
+  } else {
+    cq->empty_polls.store(0, std::memory_order_relaxed);
+  }
   while (total < n) {
     int got = cq->cq->poll(std::min(n - total, 64), batch);
     for (int i = 0; i < got; ++i) {
