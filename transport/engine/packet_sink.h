@@ -14,6 +14,10 @@ class PacketSink {
   /// allowed (the RC transport retransmits); this never blocks for long.
   virtual void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                         size_t len) noexcept = 0;
+  /// Whether packets must carry computed ICRC/VCRC. A link inside one host's
+  /// memory says no: nothing there can corrupt a packet (wire::fill_crcs
+  /// completes them when they leave the host or are captured).
+  virtual bool wants_crcs() const noexcept { return true; }
 };
 
 struct PortAddress {

@@ -94,7 +94,7 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
 }
 
 void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
-  size_t len = wire::finalize_packet(buf, header_len, payload_len);
+  size_t len = wire::finalize_packet(buf, header_len, payload_len, env_.sink->wants_crcs());
   env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
 }
 

@@ -57,7 +57,7 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
   h.aeth.set_msn(resp_.msn);
   uint8_t buf[128];
   size_t hlen = wire::write_headers(buf, h);
-  size_t len = wire::finalize_packet(buf, hlen, 0);
+  size_t len = wire::finalize_packet(buf, hlen, 0, env_.sink->wants_crcs());
   env_.sink->transmit(av.dlid, attr_.dest_qp_num, buf, len);
 }
 

@@ -42,7 +42,8 @@ size_t write_headers(uint8_t* out, const PacketHeaders& h) noexcept {
   return off + info.ext_len;
 }
 
-size_t finalize_packet(uint8_t* out, size_t header_len, size_t payload_len) noexcept {
+size_t finalize_packet(uint8_t* out, size_t header_len, size_t payload_len,
+                       bool compute_crcs) noexcept {
   const bool has_grh = Lrh::from(out).lnh() == kLnhIbaGlobal;
   const size_t bth_off = has_grh ? kBthOffsetGlobal : kBthOffsetLocal;
 
@@ -64,9 +65,21 @@ size_t finalize_packet(uint8_t* out, size_t header_len, size_t payload_len) noex
     grh.to(out + Lrh::kSize);
   }
 
-  store_icrc(out + icrc_off, compute_icrc(out, icrc_off, has_grh));
-  store_vcrc(out + vcrc_off, compute_vcrc(out, vcrc_off));
+  if (compute_crcs) {
+    store_icrc(out + icrc_off, compute_icrc(out, icrc_off, has_grh));
+    store_vcrc(out + vcrc_off, compute_vcrc(out, vcrc_off));
+  } else {
+    std::memset(out + icrc_off, 0, kIcrcSize + kVcrcSize);
+  }
   return vcrc_off + kVcrcSize;
+}
+
+void fill_crcs(uint8_t* packet, size_t len) noexcept {
+  if (len < Lrh::kSize + kIcrcSize + kVcrcSize) return;
+  const bool has_grh = Lrh::from(packet).lnh() == kLnhIbaGlobal;
+  const size_t icrc_off = len - kIcrcSize - kVcrcSize;
+  store_icrc(packet + icrc_off, compute_icrc(packet, icrc_off, has_grh));
+  store_vcrc(packet + icrc_off + kIcrcSize, compute_vcrc(packet, icrc_off + kIcrcSize));
 }
 
 ParseError parse_packet(const uint8_t* data, size_t len, PacketView* out,

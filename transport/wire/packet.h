@@ -63,7 +63,14 @@ size_t write_headers(uint8_t* out, const PacketHeaders& h) noexcept;
 /// LRH:PktLen, GRH:PayLen (when LNH says a GRH is present), the ICRC and the
 /// VCRC. `out` must hold header_len + payload_len + 3 + 6 bytes. Returns the
 /// total wire length.
-size_t finalize_packet(uint8_t* out, size_t header_len, size_t payload_len) noexcept;
+/// With compute_crcs false the ICRC and VCRC fields are zero: for links
+/// between processes of one host, where nothing can corrupt a packet and the
+/// CRCs would cost more than the copy (captures and the network link fill
+/// them in with fill_crcs()).
+size_t finalize_packet(uint8_t* out, size_t header_len, size_t payload_len,
+                       bool compute_crcs = true) noexcept;
+/// Computes the ICRC and VCRC of a finished packet of `len` bytes in place.
+void fill_crcs(uint8_t* packet, size_t len) noexcept;
 
 enum class ParseError : uint8_t {
   kOk,
