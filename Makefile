@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 SANITIZE ?=
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
-.PHONY: all setup deps build test unit integration demo clean format format-check
+.PHONY: all setup deps build test unit integration demo bench clean format format-check
 
 all: build
 
@@ -32,6 +32,9 @@ unit: build
 
 integration: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/integration
+
+bench: build
+	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/bench/run_bench.py
 
 format:
 	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format -i

@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""`make bench`: RDMA figures of ibemu next to the limit measured in the same
+run. Bandwidths are printed with their ratio to memcpy of the same size;
+latencies in microseconds; the idle cost of a verbs process in % of a core.
+Figures only — nothing here passes or fails."""
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
+IBEMU = str(BUILD / "bin" / "ibemu")
+SIZES = [8, 4096, 65536, 1 << 20]
+
+
+def iterations(size):
+    return max(200, min(20000, (256 << 20) // size // 4))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port):
+    want = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            if any(l.split()[1].endswith(want) and l.split()[3] == "0A" for l in f.readlines()[1:]):
+                return True
+    return False
+
+
+def perftest(env, tool, size, extra=()):
+    """Runs server (ibemu0) and client (ibemu1); returns the client's output."""
+    port = free_port()
+    args = [tool, "-s", str(size), "-p", str(port), *extra]
+    server = subprocess.Popen([IBEMU, "run", "--", *args, "-d", "ibemu0"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 20
+    while not listening(port) and server.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    try:
+        client = subprocess.run([IBEMU, "run", "--", *args, "-d", "ibemu1", "localhost"], env=env,
+                                capture_output=True, text=True, timeout=300)
+        server.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        return None
+    return client.stdout if client.returncode == 0 else None
+
+
+def bandwidth(out, size):
+    if not out:
+        return None
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0] == str(size) and re.fullmatch(r"[\d.]+", f[3]):
+            return float(f[3])  # BW average [MB/sec]
+    return None
+
+
+def latency(out):
+    if not out:
+        return None
+    for line in out.splitlines():
+        f = line.split()
+        # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+        if len(f) >= 5 and f[0] == "8" and re.fullmatch(r"[\d.]+", f[4]):
+            return float(f[4])
+    return None
+
+
+def main():
+    runtime = tempfile.mkdtemp(prefix="ibemu-bench-")
+    env = dict(os.environ, IBEMU_RUNTIME_DIR=runtime)
+    subprocess.run([IBEMU, "up"], env=env, check=True, capture_output=True)
+    try:
+        memcpy = {}
+        out = subprocess.run([str(BUILD / "bin" / "memcpy_bw"), *map(str, SIZES)],
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            size, mbps = line.split()
+            memcpy[int(size)] = float(mbps)
+        print(f"ibemu benchmarks ({os.cpu_count()} CPUs), two processes on one host\n")
+        print(f"{'test':<14}{'size':>9}{'MB/s':>11}{'memcpy MB/s':>13}{'ratio':>8}")
+        for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+            for size in SIZES:
+                bw = bandwidth(perftest(env, tool, size, ["-n", str(iterations(size))]), size)
+                shown = f"{bw:11.1f}{memcpy[size]:13.1f}{bw / memcpy[size]:8.3f}" if bw else \
+                    f"{'failed':>11}{memcpy[size]:13.1f}{'-':>8}"
+                print(f"{tool:<14}{size:>9}{shown}")
+        print(f"\n{'test':<14}{'size':>9}{'t_typical us':>14}")
+        for tool in ("ib_write_lat", "ib_send_lat"):
+            lat = latency(perftest(env, tool, 8, ["-n", "5000"]))
+            print(f"{tool:<14}{8:>9}{(f'{lat:14.2f}' if lat else 'failed'):>14}")
+        idle = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "idle_probe"), "5"],
+                              env=env, capture_output=True, text=True)
+        print(f"\nidle process (device open, receive posted): "
+              f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
+    finally:
+        subprocess.run([IBEMU, "down"], env=env, capture_output=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
