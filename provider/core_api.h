@@ -59,6 +59,46 @@ int ibemu_core_post_send(struct ibemu_core_qp *qp, struct ibv_send_wr *wr,
 int ibemu_core_post_recv(struct ibemu_core_qp *qp, struct ibv_recv_wr *wr,
                          struct ibv_recv_wr **bad);
 
+/* ---- The ibv_wr_* API (provider/core/qp_ex_api.cc) ----
+ * A builder accumulates the WRs of one ibv_wr_start() .. ibv_wr_complete()
+ * region of a QP and posts them together through the same engine path as
+ * ibemu_core_post_send. Errors found while building (too many WRs or SGEs,
+ * inline data too long, a setter without a WR) are remembered and returned by
+ * ibemu_core_wr_complete, which then posts nothing (as mlx5 and rxe roll
+ * back). Locking: ibemu_core_wr_start takes the builder's lock and
+ * ibemu_core_wr_complete / ibemu_core_wr_abort release it, on the same
+ * thread; the calls in between need no lock of their own. */
+struct ibemu_core_wr_builder;
+
+/* One WR as a builder function (ibv_wr_send, ibv_wr_rdma_write, ...) gives it. */
+struct ibemu_core_wr {
+  uint64_t wr_id;
+  uint32_t flags;       /* ibv_send_flags; IBV_SEND_INLINE comes from the setter used */
+  uint32_t opcode;      /* ibv_wr_opcode */
+  uint32_t imm_or_rkey; /* imm_data (network order), or the rkey to invalidate */
+  uint32_t rkey;
+  uint64_t remote_addr;
+  uint64_t compare_add;
+  uint64_t swap;
+};
+
+/* The IBV_QP_EX_WITH_* operations the device offers on a QP of `qp_type`. */
+uint64_t ibemu_core_wr_ops_supported(enum ibv_qp_type qp_type);
+/* `cap` is what the QP was granted (limits for WRs per region, SGEs, inline). */
+struct ibemu_core_wr_builder* ibemu_core_wr_builder_create(struct ibemu_core_qp* qp,
+                                                           const struct ibv_qp_cap* cap, int* err);
+void ibemu_core_wr_builder_destroy(struct ibemu_core_wr_builder* b);
+void ibemu_core_wr_start(struct ibemu_core_wr_builder* b);
+void ibemu_core_wr_op(struct ibemu_core_wr_builder* b, const struct ibemu_core_wr* wr);
+/* Data setters: apply to the last WR built. */
+void ibemu_core_wr_set_sges(struct ibemu_core_wr_builder* b, const struct ibv_sge* sges,
+                            size_t num_sge);
+void ibemu_core_wr_set_inline(struct ibemu_core_wr_builder* b, const struct ibv_data_buf* bufs,
+                              size_t num_buf);
+/* Posts the region's WRs; 0 or the errno of the first bad WR. */
+int ibemu_core_wr_complete(struct ibemu_core_wr_builder* b);
+void ibemu_core_wr_abort(struct ibemu_core_wr_builder* b);
+
 #ifdef __cplusplus
 }
 #endif

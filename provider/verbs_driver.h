@@ -80,6 +80,11 @@ struct verbs_mr {
   int access;
 };
 
+enum verbs_qp_mask {
+  VERBS_QP_XRCD = 1 << 0,
+  VERBS_QP_EX = 1 << 1, /* the QP has a struct ibv_qp_ex (ibv_qp_to_qp_ex) */
+};
+
 struct verbs_qp {
   union {
     struct ibv_qp qp;

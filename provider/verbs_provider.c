@@ -12,46 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "provider/core_api.h"
-#include "provider/verbs_driver.h"
+#include "provider/verbs_objects.h"
 
 /* The per-device driver ABI the daemon writes in sysfs (uverbsN/abi_version). */
 #define IBEMU_DRIVER_ABI 1
-
-struct ibemu_device {
-  struct verbs_device vdev;
-};
-
-struct ibemu_context {
-  struct verbs_context vctx;
-  struct ibemu_core_context *core;
-};
-
-struct ibemu_pd {
-  struct ibv_pd pd;
-  uint32_t id;
-};
-
-struct ibemu_cq {
-  struct verbs_cq vcq;
-  struct ibemu_core_cq *core;
-};
-
-struct ibemu_qp {
-  struct verbs_qp vqp;
-  struct ibemu_core_qp *core;
-};
-
-static struct ibemu_context *to_ctx(struct ibv_context *c) {
-  return IBEMU_CONTAINER_OF(c, struct ibemu_context, vctx.context);
-}
-static struct ibemu_pd *to_pd(struct ibv_pd *p) { return IBEMU_CONTAINER_OF(p, struct ibemu_pd, pd); }
-static struct ibemu_cq *to_cq(struct ibv_cq *c) {
-  return IBEMU_CONTAINER_OF(c, struct ibemu_cq, vcq.cq);
-}
-static struct ibemu_qp *to_qp(struct ibv_qp *q) {
-  return IBEMU_CONTAINER_OF(q, struct ibemu_qp, vqp.qp);
-}
 
 /* ---- device ---- */
 
@@ -71,10 +35,31 @@ static void ibemu_uninit_device(struct verbs_device *vdev) {
 
 /* ---- context ---- */
 
+/* attr_size is sizeof(struct ibv_device_attr_ex) of the verbs.h the program
+ * was built with (ibv_query_device_ex is inline), or sizeof(orig_attr) from
+ * ibv_query_device: older programs pass less, newer ones more. Fill what both
+ * sides know and zero the rest, as the kernel's query does. */
 static int ibemu_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
                                  struct ibv_device_attr_ex *attr, size_t attr_size) {
+  struct ibv_device_attr_ex full;
+  int err;
   if (in && in->comp_mask) return EINVAL;
-  return ibemu_core_query_device_ex(to_ctx(c)->core, attr, attr_size);
+  if (attr_size < sizeof(attr->orig_attr)) return EINVAL;
+  memset(&full, 0, sizeof(full));
+  err = ibemu_core_query_device_ex(to_ctx(c)->core, &full, sizeof(full));
+  if (err) return err;
+  /* The extended fields a program reads: the 64-bit capability flags start
+   * with the 32 classic ones; the port count without the u8 limit. No
+   * completion timestamps (completion_timestamp_mask and hca_core_clock
+   * stay 0), no ODP, TSO, RSS, packet pacing, tag matching or device memory. */
+  full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+  full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
+  if (attr_size > sizeof(full)) {
+    memset((char*)attr + sizeof(full), 0, attr_size - sizeof(full));
+    attr_size = sizeof(full);
+  }
+  memcpy(attr, &full, attr_size);
+  return 0;
 }
 
 static int ibemu_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr) {
@@ -155,6 +140,7 @@ static int ibemu_destroy_cq(struct ibv_cq *ibcq) {
   struct ibemu_cq *cq = to_cq(ibcq);
   int err = ibemu_core_destroy_cq(cq->core);
   if (err) return err;
+  ibemu_cq_ex_fini(cq);
   free(cq);
   return 0;
 }
@@ -179,8 +165,14 @@ static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init
   struct ibemu_qp *qp;
   uint32_t qpn;
   int err;
-  if (!attr->pd || (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD))) {
+  const uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  bool qp_ex = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (!attr->pd || (attr->comp_mask & ~supported)) {
     errno = attr->pd ? EOPNOTSUPP : EINVAL;
+    return NULL;
+  }
+  if (qp_ex && (err = ibemu_qp_ex_check(attr))) {
+    errno = err;
     return NULL;
   }
   qp = calloc(1, sizeof(*qp));
@@ -192,6 +184,12 @@ static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init
                                   attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
                                   attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL, &qpn, &err);
   if (!qp->core) {
+    free(qp);
+    errno = err;
+    return NULL;
+  }
+  if (qp_ex && (err = ibemu_qp_ex_init(qp, attr))) {
+    ibemu_core_destroy_qp(qp->core);
     free(qp);
     errno = err;
     return NULL;
@@ -239,6 +237,7 @@ static int ibemu_destroy_qp(struct ibv_qp *ibqp) {
   struct ibemu_qp *qp = to_qp(ibqp);
   int err = ibemu_core_destroy_qp(qp->core);
   if (err) return err;
+  ibemu_qp_ex_fini(qp);
   free(qp);
   return 0;
 }
@@ -280,6 +279,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .alloc_pd = ibemu_alloc_pd,
     .cq_event = ibemu_cq_event,
     .create_cq = ibemu_create_cq,
+    .create_cq_ex = ibemu_create_cq_ex,
     .create_qp = ibemu_create_qp,
     .create_qp_ex = ibemu_create_qp_ex,
     .dealloc_pd = ibemu_dealloc_pd,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "provider/core/core_internal.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
 
@@ -140,7 +141,7 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
   a.max_qp_init_rd_atom = DeviceLimits::kMaxQpInitRdAtom;
   a.max_res_rd_atom = DeviceLimits::kMaxQpRdAtom * DeviceLimits::kMaxQp;
-  a.atomic_cap = IBV_ATOMIC_NONE;  // READ and atomics arrive with the complete RC transport
+  a.atomic_cap = IBV_ATOMIC_HCA;  // atomic with respect to other atomics of this HCA
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 8;
   a.phys_port_cnt = static_cast<uint8_t>(d.num_ports);
@@ -497,3 +498,7 @@ int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 }
 
 }  // extern "C"
+
+// ---- Accessors for the other core files (provider/core/core_internal.h) ----
+
+engine::Qp& ibemu::provider::engine_qp(ibemu_core_qp* q) noexcept { return *q->qp; }

@@ -2,6 +2,8 @@
 // send WQEs, completes them in order, and drives retransmission: after a PSN
 // sequence NAK, after an RNR NAK once its timer ran out, and when no progress
 // came for the local ACK timeout (retry_cnt / rnr_retry bound both).
+#include <cstring>
+
 #include "transport/engine/qp.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/psn.h"
@@ -10,9 +12,25 @@ namespace ibemu::engine {
 
 void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
   if (init_.type != QpType::kRc || !sq_can_send()) return;
-  if (!(pkt.info->flags & wire::kIsAck)) return;  // READ/atomic responses: not offered yet
   if (pkt.lrh().slid() != attr_.ah.dlid) return;
   const uint32_t psn = pkt.bth().psn();
+  if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
+  const uint32_t flags = pkt.info->flags;
+  if ((flags & wire::kIsReadResponse) || (flags & wire::kIsAtomicAck)) {
+    // A NAK may come in the AETH of a first/only READ response too.
+    if ((flags & wire::kHasAeth) &&
+        wire::aeth_type(pkt.aeth().syndrome()) != wire::AckType::kAck) {
+      completer_nak(psn, wire::aeth_type(pkt.aeth().syndrome()),
+                    wire::aeth_value(pkt.aeth().syndrome()));
+      return;
+    }
+    if (flags & wire::kIsReadResponse)
+      completer_read_response(pkt);
+    else
+      completer_atomic_ack(pkt);
+    return;
+  }
+  if (!(flags & wire::kIsAck)) return;
   // Only ACKs for PSNs we sent and that are not yet acknowledged count
   // (IBA 9.7.5.1.3: stale or ghost ACKs are ignored).
   if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
@@ -28,6 +46,7 @@ void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
 // Everything up to and including `psn` arrived: complete the WQEs it covers.
 void Qp::completer_ack(uint32_t psn) noexcept {
   const int32_t advanced = wire::psn_diff(psn, comp_.acked_psn);
+  const uint32_t acked_before = comp_.acked_psn;
   comp_.acked_psn = psn;
   req_.unacked = advanced >= static_cast<int32_t>(req_.unacked) ? 0 : req_.unacked - advanced;
   comp_.last_progress = now_ns();
@@ -37,6 +56,18 @@ void Qp::completer_ack(uint32_t psn) noexcept {
   while (!sq_.empty() && sq_.head() < req_.cursor + (req_.cursor_offset ? 1 : 0)) {
     SendWqe& w = sq_.at(sq_.head());
     if (!w.started || wire::psn_diff(w.last_psn, psn) > 0) break;
+    if (expects_response(w.opcode)) {
+      // An ACK beyond a READ or atomic whose response did not all arrive:
+      // the responses were lost (IBA 9.7.5.1.4, implied NAK). Ask again for
+      // what is missing.
+      uint32_t resume = wire::psn_diff(acked_before, w.first_psn) >= 0
+                            ? wire::psn_add(acked_before, 1)
+                            : w.first_psn;
+      comp_.acked_psn = wire::psn_add(resume, wire::kPsnMask);
+      requester_rewind(resume);
+      requester_pump();
+      return;
+    }
     complete_send(w, WcStatus::kSuccess);
     sq_.pop();
   }
@@ -130,6 +161,92 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
   comp_.last_progress = now;
   requester_pump();
   return now + timeout;
+}
+
+// Finds the started WQE whose PSN range holds `psn` (nullptr if none).
+static SendWqe* wqe_for_psn(WorkRing<SendWqe>& sq, uint64_t end, uint32_t psn) {
+  for (uint64_t pos = sq.head(); pos < end && pos < sq.tail(); ++pos) {
+    SendWqe& w = sq.at(pos);
+    if (!w.started) return nullptr;
+    if (wire::psn_diff(psn, w.first_psn) >= 0 && wire::psn_diff(psn, w.last_psn) <= 0) return &w;
+  }
+  return nullptr;
+}
+
+// A READ response (IBA 9.7.5.1.2): its data lands at the PSN's offset in the
+// WQE's local buffers. The first response also acknowledges every earlier
+// WQE; responses must come in order, a gap waits for the retry.
+void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
+  const uint32_t psn = pkt.bth().psn();
+  if (wire::psn_diff(psn, comp_.acked_psn) <= 0) return;  // duplicate
+  SendWqe* w = wqe_for_psn(sq_, req_.cursor + 1, psn);
+  if (!w || w->opcode != WrOpcode::kRdmaRead) return;     // ghost
+  if (psn == w->first_psn) {
+    const uint32_t before = wire::psn_add(psn, wire::kPsnMask);
+    if (wire::psn_diff(before, comp_.acked_psn) > 0) completer_ack(before);
+    if (attr_.qp_state == QpState::kErr) return;
+  } else if (psn != wire::psn_add(comp_.acked_psn, 1)) {
+    return;  // a response went missing: the timeout asks again from there
+  }
+  SendWqe& wqe = sq_.at(sq_.head());
+  if (&wqe != w) return;
+  const uint32_t offset = static_cast<uint32_t>(wire::psn_diff(psn, wqe.first_psn)) * mtu_bytes();
+  const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
+  if (uint64_t(offset) + n > wqe.length) {
+    completer_error(WcStatus::kBadRespErr);
+    return;
+  }
+  if (n && copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, offset, pkt.payload(), n) !=
+               MrCheck::kOk) {
+    completer_error(WcStatus::kLocProtErr);
+    return;
+  }
+  comp_.acked_psn = psn;
+  if (req_.unacked) --req_.unacked;
+  comp_.last_progress = now_ns();
+  comp_.retries_left = attr_.retry_cnt;
+  comp_.rnr_retries_left = attr_.rnr_retry;
+  if (psn == wqe.last_psn) {
+    complete_send(wqe, WcStatus::kSuccess, wqe.length);
+    sq_.pop();
+    if (sq_.head() > req_.cursor) {
+      req_.cursor = sq_.head();
+      req_.cursor_offset = 0;
+    }
+    if (sq_.empty() || !sq_.at(sq_.head()).started) comp_.last_progress = 0;
+  }
+  requester_pump();
+}
+
+// An atomic's acknowledgement (IBA 9.4.6): the original remote value goes to
+// the WQE's local buffer, in host order.
+void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
+  const uint32_t psn = pkt.bth().psn();
+  if (wire::psn_diff(psn, comp_.acked_psn) <= 0) return;
+  SendWqe* w = wqe_for_psn(sq_, req_.cursor + 1, psn);
+  if (!w || !expects_response(w->opcode) || w->opcode == WrOpcode::kRdmaRead) return;
+  const uint32_t before = wire::psn_add(psn, wire::kPsnMask);
+  if (wire::psn_diff(before, comp_.acked_psn) > 0) completer_ack(before);
+  if (attr_.qp_state == QpState::kErr || sq_.empty() || &sq_.at(sq_.head()) != w) return;
+  uint64_t orig = pkt.atomic_ack_eth().orig_data();
+  uint8_t bytes[8];
+  std::memcpy(bytes, &orig, sizeof(bytes));
+  if (copy_to_sges(*env_.mrs, init_.pd, w->sge, w->num_sge, 0, bytes, 8) != MrCheck::kOk) {
+    completer_error(WcStatus::kLocProtErr);
+    return;
+  }
+  comp_.acked_psn = psn;
+  if (req_.unacked) --req_.unacked;
+  comp_.retries_left = attr_.retry_cnt;
+  comp_.rnr_retries_left = attr_.rnr_retry;
+  complete_send(*w, WcStatus::kSuccess, 8);
+  sq_.pop();
+  if (sq_.head() > req_.cursor) {
+    req_.cursor = sq_.head();
+    req_.cursor_offset = 0;
+  }
+  comp_.last_progress = sq_.empty() || !sq_.at(sq_.head()).started ? 0 : now_ns();
+  requester_pump();
 }
 
 }  // namespace ibemu::engine

@@ -127,12 +127,23 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       case WrOpcode::kRdmaWrite:
       case WrOpcode::kRdmaWriteWithImm:
         break;
+      case WrOpcode::kRdmaRead:
+      case WrOpcode::kAtomicCmpAndSwp:
+      case WrOpcode::kAtomicFetchAndAdd:
+        // READ and atomics are RC operations (IBA table 84); data lands in
+        // local memory, so inline makes no sense for them.
+        if (init_.type != QpType::kRc || (w.flags & kSendInline)) return EINVAL;
+        break;
       default:
-        return EINVAL;  // not (yet) offered by this HCA: refused at post time
+        return EINVAL;  // not offered by this HCA: refused at post time
     }
     uint64_t len = 0;
     for (int s = 0; s < w.num_sge; ++s) len += w.sge[s].length;
     if (len > DeviceLimits::kMaxMsgSize) return EINVAL;
+    // An atomic moves exactly 8 bytes (IBA 9.4.5); its local buffer must hold them.
+    if ((w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) &&
+        len < 8)
+      return EINVAL;
     if ((w.flags & kSendInline) && len > attr_.max_inline_data) return EINVAL;
     SendWqe& q = sq_.push();
     q = w;
@@ -176,13 +187,14 @@ int Qp::post_recv(const RecvWqe* wrs, int count, int* bad) noexcept {
   return 0;
 }
 
-void Qp::complete_send(SendWqe& wqe, WcStatus status) noexcept {
+void Qp::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noexcept {
   // Unsignaled WRs complete silently on success only (IBA 10.7.2.2, C10-98).
   if (!wqe.signaled && status == WcStatus::kSuccess) return;
   Completion c;
   c.wr_id = wqe.wr_id;
   c.status = status;
   c.qp_num = init_.qpn;
+  c.byte_len = byte_len;
   switch (wqe.opcode) {
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm: c.opcode = WcOpcode::kRdmaWrite; break;

@@ -67,7 +67,7 @@ class Qp {
   void enter_error() noexcept;                           // → ERR, flush both queues
   void flush_send_queue() noexcept;
   void flush_recv_queue() noexcept;
-  void complete_send(SendWqe& wqe, WcStatus status) noexcept;
+  void complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len = 0) noexcept;
   void complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
                      uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept;
   uint32_t mtu_bytes() const noexcept;
@@ -78,7 +78,10 @@ class Qp {
   // requester.cc (IBA 9.7.4.1)
   void requester_pump() noexcept;
   bool requester_send_packet(SendWqe& wqe) noexcept;
+  void requester_send_rd_atomic(SendWqe& wqe) noexcept;
+  bool requester_may_start(const SendWqe& wqe) const noexcept;
   void requester_rewind(uint32_t psn) noexcept;
+  void fill_address_headers(wire::PacketHeaders& h) const noexcept;
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                        bool solicited) noexcept;
   void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
@@ -88,12 +91,20 @@ class Qp {
   bool responder_accepts_source(const wire::PacketView& pkt) noexcept;
   void responder_execute_send(const wire::PacketView& pkt) noexcept;
   void responder_execute_write(const wire::PacketView& pkt) noexcept;
+  void responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept;
+  void responder_execute_atomic(const wire::PacketView& pkt) noexcept;
+  void responder_replay_atomic(const wire::PacketView& pkt) noexcept;
   void send_ack(uint32_t psn, uint8_t syndrome) noexcept;
+  /// One response packet (ACK, READ response, atomic ACK) back to the requester.
+  void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
+                     uint32_t len, uint64_t atomic_orig) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
 
   // completer.cc (IBA 9.7.5.1, 9.7.6)
   void completer_receive(const wire::PacketView& pkt) noexcept;
   void completer_ack(uint32_t psn) noexcept;
+  void completer_read_response(const wire::PacketView& pkt) noexcept;
+  void completer_atomic_ack(const wire::PacketView& pkt) noexcept;
   void completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
   void completer_error(WcStatus status) noexcept;
   Nanos completer_timer(Nanos now) noexcept;
@@ -133,6 +144,14 @@ class Qp {
     uint32_t write_rkey = 0;
     uint32_t write_remaining = 0;
     uint32_t write_total = 0;
+    // Atomics already executed, by PSN: a duplicate request gets the saved
+    // result, never a second execution (IBA 9.7.5.1.3, C9-102).
+    struct AtomicResult {
+      uint32_t psn;
+      uint64_t orig;
+      bool valid;
+    } atomics[DeviceLimits::kMaxQpRdAtom] = {};
+    uint32_t next_atomic = 0;
   } resp_;
 
   uint8_t tx_buf_[wire::kMaxPacket];

@@ -50,9 +50,9 @@ uint8_t for_transport(uint8_t rc_opcode, QpType type) {
 
 }  // namespace
 
-size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
-                         bool solicited) noexcept {
-  wire::PacketHeaders h;
+// LRH and, for a global address vector, GRH toward the connected peer
+// (IBA 7.7, 8.3): both engines' packets leave through here.
+void Qp::fill_address_headers(wire::PacketHeaders& h) const noexcept {
   PortAddress me = env_.ports->port(attr_.port_num);
   const AddressVector& av = attr_.ah;
   h.lrh.set_vl(0);
@@ -62,20 +62,25 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
   h.lrh.set_slid(static_cast<uint16_t>(me.lid | (av.src_path_bits & ((1u << me.lmc) - 1))));
   h.has_grh = av.is_global;
   h.lrh.set_lnh(av.is_global ? wire::kLnhIbaGlobal : wire::kLnhIbaLocal);
-  if (av.is_global) {
-    h.grh.set_ip_ver(6);
-    h.grh.set_tclass(av.traffic_class);
-    h.grh.set_flow_label(av.flow_label);
-    h.grh.set_next_hdr(0x1b);  // IBA 8.3.1: the next header is the BTH
-    h.grh.set_hop_limit(av.hop_limit);
-    uint8_t sgid[16];
-    for (int i = 0; i < 8; ++i) {
-      sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
-      sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
-    }
-    h.grh.set_sgid(sgid);
-    h.grh.set_dgid(av.dgid.data());
+  if (!av.is_global) return;
+  h.grh.set_ip_ver(6);
+  h.grh.set_tclass(av.traffic_class);
+  h.grh.set_flow_label(av.flow_label);
+  h.grh.set_next_hdr(0x1b);  // IBA 8.3.1: the next header is the BTH
+  h.grh.set_hop_limit(av.hop_limit);
+  uint8_t sgid[16];
+  for (int i = 0; i < 8; ++i) {
+    sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
+    sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
   }
+  h.grh.set_sgid(sgid);
+  h.grh.set_dgid(av.dgid.data());
+}
+
+size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
+                         bool solicited) noexcept {
+  wire::PacketHeaders h;
+  fill_address_headers(h);
   h.bth.set_opcode(opcode);
   h.bth.set_se(solicited);
   h.bth.set_pkey(0xffff);
@@ -89,6 +94,12 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
     h.reth.set_dma_len(w->length - req_.cursor_offset);
     h.immdt.set_imm(w->imm_or_rkey);
     h.ieth.set_rkey(w->imm_or_rkey);
+    // IBA 9.4.5: CmpSwap carries swap and compare; FetchAdd the addend in
+    // SwapAdd (its Compare field is unused).
+    h.atomic_eth.set_va(w->remote_addr);
+    h.atomic_eth.set_rkey(w->rkey);
+    h.atomic_eth.set_swap_add(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->swap : w->compare_add);
+    h.atomic_eth.set_compare(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->compare_add : 0);
   }
   return wire::write_headers(buf, h);
 }
@@ -98,9 +109,51 @@ void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
   env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
 }
 
+// A READ or atomic is one request packet; its PSNs run on through the
+// response packets it asks for (IBA 9.7.4.1.3), so next_psn jumps past them.
+// Resent after a partial response, it asks only for what is missing: the
+// cursor offset says how much arrived.
+void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
+  const uint32_t mtu = mtu_bytes();
+  const bool read = wqe.opcode == WrOpcode::kRdmaRead;
+  if (!wqe.started) {
+    wqe.started = true;
+    wqe.first_psn = req_.next_psn;
+    const uint32_t npkts = read && wqe.length ? (wqe.length + mtu - 1) / mtu : 1;
+    wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
+  }
+  const uint32_t psn = req_.next_psn;
+  const uint8_t opcode = static_cast<uint8_t>(
+      read ? wire::Opcode::kRcReadRequest
+           : wqe.opcode == WrOpcode::kAtomicCmpAndSwp ? wire::Opcode::kRcCompareSwap
+                                                      : wire::Opcode::kRcFetchAdd);
+  size_t hlen = build_headers(tx_buf_, opcode, psn, false, false);
+  emit(tx_buf_, hlen, 0);
+  const uint32_t responses = static_cast<uint32_t>(wire::psn_diff(wqe.last_psn, psn)) + 1;
+  req_.next_psn = wire::psn_add(wqe.last_psn, 1);
+  req_.cursor_offset = wqe.length;
+  req_.unacked += responses;
+}
+
+// IBA 9.7.4.1.3 / C9-49: at most max_rd_atomic READs and atomics may wait for
+// their responses; a fenced WQE (IBV_SEND_FENCE) waits until none does.
+bool Qp::requester_may_start(const SendWqe& wqe) const noexcept {
+  const bool rd_atomic = expects_response(wqe.opcode);
+  if (!rd_atomic && !(wqe.flags & kSendFence)) return true;
+  uint32_t outstanding = 0;
+  for (uint64_t pos = sq_.head(); pos < req_.cursor; ++pos)
+    outstanding += expects_response(sq_.at(pos).opcode);
+  if (wqe.flags & kSendFence && outstanding) return false;
+  return !rd_atomic || outstanding < attr_.max_rd_atomic;
+}
+
 // Sends the next packet of `wqe` at the requester cursor. Returns true when
 // that was the WQE's last packet.
 bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
+  if (expects_response(wqe.opcode)) {
+    requester_send_rd_atomic(wqe);
+    return true;
+  }
   const uint32_t mtu = mtu_bytes();
   if (!wqe.started) {
     wqe.started = true;
@@ -152,6 +205,7 @@ void Qp::requester_pump() noexcept {
     // IBA 10.3.1: in SQD the messages already begun are finished (and resent
     // if need be), no new one starts until the QP is back in RTS.
     if (attr_.qp_state == QpState::kSqd && !wqe.started) break;
+    if (req_.cursor_offset == 0 && !requester_may_start(wqe)) break;
     bool done = requester_send_packet(wqe);
     if (attr_.qp_state == QpState::kErr) return;
     sent = true;

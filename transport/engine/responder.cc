@@ -27,38 +27,24 @@ bool payload_length_ok(uint32_t flags, size_t n, uint32_t mtu) {
 }  // namespace
 
 void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
+  send_response(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge), psn, syndrome, nullptr, 0, 0);
+}
+
+void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
+                       uint32_t len, uint64_t atomic_orig) noexcept {
   wire::PacketHeaders h;
-  PortAddress me = env_.ports->port(attr_.port_num);
-  const AddressVector& av = attr_.ah;
-  h.lrh.set_sl(av.sl);
-  h.lrh.set_dlid(av.dlid);
-  h.lrh.set_slid(me.lid);
-  h.has_grh = av.is_global;
-  h.lrh.set_lnh(av.is_global ? wire::kLnhIbaGlobal : wire::kLnhIbaLocal);
-  if (av.is_global) {
-    uint8_t sgid[16];
-    for (int i = 0; i < 8; ++i) {
-      sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
-      sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
-    }
-    h.grh.set_ip_ver(6);
-    h.grh.set_next_hdr(0x1b);
-    h.grh.set_hop_limit(av.hop_limit);
-    h.grh.set_tclass(av.traffic_class);
-    h.grh.set_flow_label(av.flow_label);
-    h.grh.set_sgid(sgid);
-    h.grh.set_dgid(av.dgid.data());
-  }
-  h.bth.set_opcode(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge));
+  fill_address_headers(h);
+  h.bth.set_opcode(opcode);
   h.bth.set_pkey(0xffff);
   h.bth.set_dest_qp(attr_.dest_qp_num);
   h.bth.set_psn(psn);
   h.aeth.set_syndrome(syndrome);
   h.aeth.set_msn(resp_.msn);
-  uint8_t buf[128];
-  size_t hlen = wire::write_headers(buf, h);
-  size_t len = wire::finalize_packet(buf, hlen, 0, env_.sink->wants_crcs());
-  env_.sink->transmit(av.dlid, attr_.dest_qp_num, buf, len);
+  h.atomic_ack_eth.set_orig_data(atomic_orig);
+  size_t hlen = wire::write_headers(tx_buf_, h);
+  if (len) std::memcpy(tx_buf_ + hlen, payload, len);
+  size_t total = wire::finalize_packet(tx_buf_, hlen, len, env_.sink->wants_crcs());
+  env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, tx_buf_, total);
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
@@ -105,8 +91,18 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
   const int32_t diff = wire::psn_diff(psn, resp_.epsn);
 
   if (rc && diff < 0) {
-    // Duplicate (IBA 9.7.5.1.3): already executed; acknowledge again so a
-    // requester whose ACK was lost can make progress.
+    // Duplicate (IBA 9.7.5.1.3): already executed. A READ is executed again
+    // from its PSN (the requester asks only for what it is missing); an
+    // atomic gets its saved result (C9-102); anything else is acknowledged
+    // again so a requester whose ACK was lost can make progress.
+    if (flags & wire::kIsReadRequest) {
+      if (attr_.qp_state != QpState::kErr) responder_execute_read(pkt, psn);
+      return;
+    }
+    if (flags & wire::kIsAtomic) {
+      responder_replay_atomic(pkt);
+      return;
+    }
     if (pkt.bth().ack_req() || (flags & wire::kIsLast))
       send_ack(wire::psn_add(resp_.epsn, wire::kPsnMask), wire::make_ack_syndrome(kNoCredits));
     return;
@@ -151,8 +147,24 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     responder_execute_send(pkt);
   } else if (flags & wire::kIsWrite) {
     responder_execute_write(pkt);
+  } else if (rc && (flags & wire::kIsReadRequest)) {
+    // The responses carry the acknowledgement and the READ's PSNs run on
+    // through them (IBA 9.7.5.1.2).
+    uint32_t len = pkt.reth().dma_len();
+    uint32_t npkts = len ? (len + mtu_bytes() - 1) / mtu_bytes() : 1;
+    const uint32_t msn = resp_.msn;
+    resp_.msn = wire::psn_add(msn, 1);  // the responses carry the READ's own MSN
+    responder_execute_read(pkt, psn);
+    if (attr_.qp_state == QpState::kErr) {
+      resp_.msn = msn;
+      return;
+    }
+    resp_.epsn = wire::psn_add(psn, npkts);
+    return;
+  } else if (rc && (flags & wire::kIsAtomic)) {
+    responder_execute_atomic(pkt);
+    return;
   } else {
-    // READ and atomics are not offered by this HCA yet: invalid request.
     if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
@@ -271,6 +283,79 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     }
     resp_.msn = wire::psn_add(resp_.msn, 1);
   }
+}
+
+// RDMA READ (IBA 9.7.5.2.2): the whole range is checked first; then the
+// responses go out, one PMTU each, with PSNs from the request's on. A READ
+// re-requested from a later PSN (after lost responses) starts there.
+void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
+  const wire::Reth reth = pkt.reth();
+  const uint32_t len = reth.dma_len();
+  const uint32_t mtu = mtu_bytes();
+  uint8_t* p = nullptr;
+  if (!(attr_.qp_access_flags & kAccessRemoteRead) ||
+      (len && env_.mrs->remote(reth.rkey(), init_.pd, reth.va(), len, kAccessRemoteRead, &p) !=
+                  MrCheck::kOk)) {
+    responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+    return;
+  }
+  const uint8_t* src = p;
+  const uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
+  const uint8_t ack = wire::make_ack_syndrome(kNoCredits);
+  for (uint32_t i = 0; i < npkts; ++i) {
+    const bool first = i == 0, last = i + 1 == npkts;
+    const uint32_t off = i * mtu;
+    const uint32_t n = std::min(mtu, len - off);
+    using wire::Opcode;
+    const Opcode op = first && last ? Opcode::kRcReadResponseOnly
+                      : first       ? Opcode::kRcReadResponseFirst
+                      : last        ? Opcode::kRcReadResponseLast
+                                    : Opcode::kRcReadResponseMiddle;
+    send_response(static_cast<uint8_t>(op), wire::psn_add(psn, i), ack, src + off, n, 0);
+  }
+}
+
+// Atomics (IBA 9.4.5, 9.7.5.2.3): 8 aligned bytes, executed atomically with
+// respect to every other atomic of this HCA and to the CPUs.
+void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
+  const uint32_t psn = pkt.bth().psn();
+  const wire::AtomicEth a = pkt.atomic_eth();
+  if (a.va() % 8 != 0) {  // C9-87: a misaligned atomic is an invalid request
+    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return;
+  }
+  uint8_t* p;
+  if (!(attr_.qp_access_flags & kAccessRemoteAtomic) ||
+      env_.mrs->remote(a.rkey(), init_.pd, a.va(), 8, kAccessRemoteAtomic, &p) != MrCheck::kOk) {
+    responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+    return;
+  }
+  auto* word = reinterpret_cast<uint64_t*>(p);  // 8-byte aligned: checked above
+  uint64_t orig;
+  if (pkt.opcode() == static_cast<uint8_t>(wire::Opcode::kRcCompareSwap)) {
+    orig = a.compare();
+    __atomic_compare_exchange_n(word, &orig, a.swap_add(), false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+  } else {
+    orig = __atomic_fetch_add(word, a.swap_add(), __ATOMIC_SEQ_CST);
+  }
+  auto& slot = resp_.atomics[resp_.next_atomic++ % DeviceLimits::kMaxQpRdAtom];
+  slot = {psn, orig, true};
+  resp_.msn = wire::psn_add(resp_.msn, 1);
+  resp_.epsn = wire::psn_add(psn, 1);
+  send_response(static_cast<uint8_t>(wire::Opcode::kRcAtomicAcknowledge), psn,
+                wire::make_ack_syndrome(kNoCredits), nullptr, 0, orig);
+}
+
+void Qp::responder_replay_atomic(const wire::PacketView& pkt) noexcept {
+  const uint32_t psn = pkt.bth().psn();
+  for (const auto& slot : resp_.atomics)
+    if (slot.valid && slot.psn == psn) {
+      send_response(static_cast<uint8_t>(wire::Opcode::kRcAtomicAcknowledge), psn,
+                    wire::make_ack_syndrome(kNoCredits), nullptr, 0, slot.orig);
+      return;
+    }
+  // Too old to remember: the requester cannot still be waiting for it.
 }
 
 }  // namespace ibemu::engine

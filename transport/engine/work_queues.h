@@ -32,6 +32,13 @@ struct SendWqe {
   bool signaled = false;
 };
 
+/// READ and atomics carry their data in the response (IBA 9.7.4.1.3): the
+/// WQE completes when the response arrives, and max_rd_atomic bounds them.
+inline bool expects_response(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
+         op == WrOpcode::kAtomicFetchAndAdd;
+}
+
 struct RecvWqe {
   uint64_t wr_id = 0;
   int num_sge = 0;
@@ -53,6 +60,7 @@ class WorkRing {
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
   T& at(uint64_t pos) { return slots_[pos % slots_.size()]; }
+  const T& at(uint64_t pos) const { return slots_[pos % slots_.size()]; }
   T& push() { return slots_[tail_++ % slots_.size()]; }
   void pop() { ++head_; }
 

@@ -1,0 +1,129 @@
+/*
+ * The ibv_wr_* API (struct ibv_qp_ex) of QPs created with
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS. Each function pointer reads wr_id and
+ * wr_flags from the ibv_qp_ex when it is called (verbs.h) and hands the WR to
+ * the core's builder (provider/core_api.h), which posts the region at
+ * wr_complete. Only the operations asked for in send_ops_flags are installed,
+ * as rxe does; the QP-type setters (wr_set_ud_addr, wr_set_xrc_srqn) stay
+ * NULL for RC and UC.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "provider/verbs_objects.h"
+
+static struct ibemu_core_wr_builder* wrb(struct ibv_qp_ex* qpx) { return to_qp_ex(qpx)->wr; }
+
+static void wr_op(struct ibv_qp_ex* qpx, enum ibv_wr_opcode opcode, uint32_t rkey,
+                  uint64_t remote_addr, uint32_t imm_or_rkey, uint64_t compare_add, uint64_t swap) {
+  struct ibemu_core_wr wr = {
+      .wr_id = qpx->wr_id,
+      .flags = qpx->wr_flags,
+      .opcode = opcode,
+      .imm_or_rkey = imm_or_rkey,
+      .rkey = rkey,
+      .remote_addr = remote_addr,
+      .compare_add = compare_add,
+      .swap = swap,
+  };
+  ibemu_core_wr_op(wrb(qpx), &wr);
+}
+
+static void wr_send(struct ibv_qp_ex* qpx) { wr_op(qpx, IBV_WR_SEND, 0, 0, 0, 0, 0); }
+
+static void wr_send_imm(struct ibv_qp_ex* qpx, __be32 imm_data) {
+  wr_op(qpx, IBV_WR_SEND_WITH_IMM, 0, 0, imm_data, 0, 0);
+}
+
+static void wr_send_inv(struct ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
+  wr_op(qpx, IBV_WR_SEND_WITH_INV, 0, 0, invalidate_rkey, 0, 0);
+}
+
+static void wr_rdma_write(struct ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
+  wr_op(qpx, IBV_WR_RDMA_WRITE, rkey, remote_addr, 0, 0, 0);
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                              __be32 imm_data) {
+  wr_op(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr, imm_data, 0, 0);
+}
+
+static void wr_rdma_read(struct ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
+  wr_op(qpx, IBV_WR_RDMA_READ, rkey, remote_addr, 0, 0, 0);
+}
+
+static void wr_atomic_cmp_swp(struct ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                              uint64_t compare, uint64_t swap) {
+  wr_op(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr, 0, compare, swap);
+}
+
+static void wr_atomic_fetch_add(struct ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr,
+                                uint64_t add) {
+  wr_op(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, 0, add, 0);
+}
+
+static void wr_local_inv(struct ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
+  wr_op(qpx, IBV_WR_LOCAL_INV, 0, 0, invalidate_rkey, 0, 0);
+}
+
+static void wr_set_sge(struct ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
+  struct ibv_sge sge = {.addr = addr, .length = length, .lkey = lkey};
+  ibemu_core_wr_set_sges(wrb(qpx), &sge, 1);
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex* qpx, size_t num_sge, const struct ibv_sge* sg_list) {
+  ibemu_core_wr_set_sges(wrb(qpx), sg_list, num_sge);
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex* qpx, void* addr, size_t length) {
+  struct ibv_data_buf buf = {.addr = addr, .length = length};
+  ibemu_core_wr_set_inline(wrb(qpx), &buf, 1);
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex* qpx, size_t num_buf,
+                                    const struct ibv_data_buf* buf_list) {
+  ibemu_core_wr_set_inline(wrb(qpx), buf_list, num_buf);
+}
+
+static void wr_start(struct ibv_qp_ex* qpx) { ibemu_core_wr_start(wrb(qpx)); }
+
+static int wr_complete(struct ibv_qp_ex* qpx) { return ibemu_core_wr_complete(wrb(qpx)); }
+
+static void wr_abort(struct ibv_qp_ex* qpx) { ibemu_core_wr_abort(wrb(qpx)); }
+
+int ibemu_qp_ex_check(const struct ibv_qp_init_attr_ex* attr) {
+  if (attr->send_ops_flags & ~ibemu_core_wr_ops_supported(attr->qp_type)) return EOPNOTSUPP;
+  return 0;
+}
+
+int ibemu_qp_ex_init(struct ibemu_qp* qp, const struct ibv_qp_init_attr_ex* attr) {
+  struct ibv_qp_ex* qpx = &qp->vqp.qp_ex;
+  uint64_t ops = attr->send_ops_flags;
+  int err;
+
+  qp->wr = ibemu_core_wr_builder_create(qp->core, &attr->cap, &err);
+  if (!qp->wr) return err;
+  if (ops & IBV_QP_EX_WITH_SEND) qpx->wr_send = wr_send;
+  if (ops & IBV_QP_EX_WITH_SEND_WITH_IMM) qpx->wr_send_imm = wr_send_imm;
+  if (ops & IBV_QP_EX_WITH_SEND_WITH_INV) qpx->wr_send_inv = wr_send_inv;
+  if (ops & IBV_QP_EX_WITH_RDMA_WRITE) qpx->wr_rdma_write = wr_rdma_write;
+  if (ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) qpx->wr_rdma_write_imm = wr_rdma_write_imm;
+  if (ops & IBV_QP_EX_WITH_RDMA_READ) qpx->wr_rdma_read = wr_rdma_read;
+  if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+  if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
+  if (ops & IBV_QP_EX_WITH_LOCAL_INV) qpx->wr_local_inv = wr_local_inv;
+  qpx->wr_set_sge = wr_set_sge;
+  qpx->wr_set_sge_list = wr_set_sge_list;
+  qpx->wr_set_inline_data = wr_set_inline_data;
+  qpx->wr_set_inline_data_list = wr_set_inline_data_list;
+  qpx->wr_start = wr_start;
+  qpx->wr_complete = wr_complete;
+  qpx->wr_abort = wr_abort;
+  qp->vqp.comp_mask |= VERBS_QP_EX;
+  return 0;
+}
+
+void ibemu_qp_ex_fini(struct ibemu_qp* qp) {
+  if (qp->wr) ibemu_core_wr_builder_destroy(qp->wr);
+  qp->wr = NULL;
+}
