@@ -119,8 +119,10 @@ struct ibv_cq_ex* ibemu_create_cq_ex(struct ibv_context* c, struct ibv_cq_init_a
   cq->single_threaded = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
                         (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
   pthread_mutex_init(&cq->poll_lock, NULL);
-  /* libibverbs initialises the common fields only for classic create_cq. */
-  verbs_init_cq(ibv_cq_ex_to_cq(cqx), c, attr->channel, attr->cq_context);
+  /* context, channel (and its reference count), cq_context, the event
+   * counters, mutex and cond are libibverbs' to set: its create_cq_ex wrapper
+   * calls verbs_init_cq after this returns, as it does for create_cq. Calling
+   * it here too would count the channel twice and keep it busy forever. */
   cqx->cqe = (int)attr->cqe;
   cqx->start_poll = cq_start_poll;
   cqx->next_poll = cq_next_poll;

@@ -1,5 +1,7 @@
 """The project's C program with the flow of the RDMA Aware Programming
-manual's RC example (TCP exchange, RESET→INIT→RTR→RTS, server SEND)."""
+manual's RC example (TCP exchange, RESET→INIT→RTR→RTS, server SEND, client
+RDMA READ and RDMA WRITE, 15-byte malloc'ed buffer, rnr_retry 0, each
+completion within 2 s)."""
 import pytest
 
 from conftest import BUILD, free_tcp_port, run_pair
@@ -15,6 +17,8 @@ def test_rc_example_between_two_hcas(fabric, gid):
     assert server[0] == 0 and "test result is 0" in server[1], server[1] + fabric.logs()
     assert client[0] == 0 and "test result is 0" in client[1], client[1] + fabric.logs()
     assert "Message is: 'SEND operation '" in client[1]
+    assert "Contents of server's buffer: 'SEND operation '" in client[1]  # RDMA READ
+    assert "Contents of server buffer: 'RDMA write opera'" in server[1]   # RDMA WRITE
 
 
 def test_passive_target_needs_no_verbs_calls(fabric):

@@ -24,25 +24,15 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      exit(1);                                                             \
-    }                                                                      \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 #define MSG 64
-
-struct side {
-  struct ibv_context* ctx;
-  struct ibv_pd* pd;
-  struct ibv_cq_ex* cq;
-  struct ibv_qp* qp;
-  struct ibv_mr* mr;
-  uint8_t buf[8 * MSG];
-  uint16_t lid;
-};
 
 static double now(void) {
   struct timespec ts;
@@ -112,19 +102,40 @@ static void probe_query_device(struct ibv_context* ctx) {
 
 /* ---- a connected pair ---- */
 
-static void setup(struct side* s, const char* dev, struct ibv_comp_channel* ch, void* cq_context,
-                  int qp_ex) {
+struct side {
+  struct ibv_context* ctx;
+  struct ibv_comp_channel* ch;
+  struct ibv_pd* pd;
+  struct ibv_cq_ex* cq;
+  struct ibv_qp* qp;
+  struct ibv_mr* mr;
+  uint8_t buf[8 * MSG];
+  uint16_t lid;
+};
+
+/* Side a: a QP with the ibv_wr_* API and a CQ with a completion channel.
+ * Side b: a classic QP and a single-threaded CQ without channel. */
+static void setup(struct side* s, const char* dev, int is_a) {
+  s->ctx = open_device(dev);
+  if (is_a) {
+    s->ch = ibv_create_comp_channel(s->ctx);
+    CHECK(s->ch);
+  }
   struct ibv_cq_init_attr_ex cq_attr = {
       .cqe = 16,
-      .cq_context = cq_context,
-      .channel = ch,
+      .cq_context = s,
+      .channel = s->ch,
       .wc_flags = IBV_WC_STANDARD_FLAGS,
   };
-  s->ctx = open_device(dev);
+  if (!is_a) {
+    cq_attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    cq_attr.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+  }
   s->pd = ibv_alloc_pd(s->ctx);
   CHECK(s->pd);
   s->cq = ibv_create_cq_ex(s->ctx, &cq_attr);
   CHECK(s->cq);
+  CHECK(s->cq->context == s->ctx && s->cq->channel == s->ch && s->cq->cq_context == s);
   s->mr = ibv_reg_mr(s->pd, s->buf, sizeof(s->buf), IBV_ACCESS_LOCAL_WRITE);
   CHECK(s->mr);
   struct ibv_qp_init_attr_ex qa = {
@@ -135,13 +146,13 @@ static void setup(struct side* s, const char* dev, struct ibv_comp_channel* ch, 
       .comp_mask = IBV_QP_INIT_ATTR_PD,
       .pd = s->pd,
   };
-  if (qp_ex) {
+  if (is_a) {
     qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     qa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   }
   s->qp = ibv_create_qp_ex(s->ctx, &qa);
   CHECK(s->qp);
-  CHECK((ibv_qp_to_qp_ex(s->qp) != NULL) == !!qp_ex);
+  CHECK((ibv_qp_to_qp_ex(s->qp) != NULL) == !!is_a);
   struct ibv_port_attr pa;
   CHECK(ibv_query_port(s->ctx, 1, &pa) == 0);
   s->lid = pa.lid;
@@ -173,14 +184,16 @@ static void connect_qp(struct side* s, const struct side* peer) {
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
+static uint8_t* slot(struct side* s, uint64_t id) { return s->buf + (id % 8) * MSG; }
+
 static void post_recv(struct side* s, uint64_t id) {
-  struct ibv_sge sge = {(uintptr_t)(s->buf + (id % 8) * MSG), MSG, s->mr->lkey};
+  struct ibv_sge sge = {(uintptr_t)slot(s, id), MSG, s->mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
   CHECK(!ibv_post_recv(s->qp, &wr, &bad));
 }
 
 /* Classic polling on an extended CQ, until n completions arrived. */
-static int poll_classic(struct ibv_cq_ex* cq, int n, struct ibv_wc* wc) {
+static void poll_classic(struct ibv_cq_ex* cq, int n, struct ibv_wc* wc) {
   int got = 0;
   double deadline = now() + 10;
   while (got < n) {
@@ -189,50 +202,104 @@ static int poll_classic(struct ibv_cq_ex* cq, int n, struct ibv_wc* wc) {
     got += k;
     CHECK(now() < deadline);
   }
-  return got;
+  for (int i = 0; i < n; ++i) CHECK(wc[i].status == IBV_WC_SUCCESS);
 }
 
-static void start_poll_wait(struct ibv_cq_ex* cq) {
+static void wait_ex(struct ibv_cq_ex* cq,
+                    int (*step)(struct ibv_cq_ex*, struct ibv_poll_cq_attr*)) {
   struct ibv_poll_cq_attr pa = {0};
   double deadline = now() + 10;
   int rc;
-  while ((rc = ibv_start_poll(cq, &pa)) == ENOENT) CHECK(now() < deadline);
+  while ((rc = step(cq, &pa)) == ENOENT) CHECK(now() < deadline);
   CHECK(rc == 0);
+  CHECK(cq->status == IBV_WC_SUCCESS);
+}
+
+static int start_step(struct ibv_cq_ex* cq, struct ibv_poll_cq_attr* pa) {
+  return ibv_start_poll(cq, pa);
+}
+
+static int next_step(struct ibv_cq_ex* cq, struct ibv_poll_cq_attr* pa) {
+  (void)pa;
+  return ibv_next_poll(cq);
 }
 
 int main(int argc, char** argv) {
-  const char* dev_a = argc > 2 ? argv[1] : "ibemu0";
-  const char* dev_b = argc > 2 ? argv[2] : "ibemu1";
   static struct side a, b;
-  int marker;
   struct ibv_wc wc[4];
+  setup(&a, argc > 2 ? argv[1] : "ibemu0", 1);
+  setup(&b, argc > 2 ? argv[2] : "ibemu1", 0);
+  probe_query_device(a.ctx);
+  /* The CQ holds its channel (verbs_init_cq counted it). */
+  CHECK(ibv_destroy_comp_channel(a.ch) == EBUSY);
+  connect_qp(&a, &b);
+  connect_qp(&b, &a);
 
-  struct ibv_context* ctx = open_device(dev_a);
-  probe_query_device(ctx);
-  struct ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
-  CHECK(ch);
+  /* b -> a with ibv_post_send; a's CQ signals its channel. */
+  for (uint64_t i = 0; i < 3; ++i) post_recv(&a, i);
+  CHECK(ibv_req_notify_cq(ibv_cq_ex_to_cq(a.cq), 0) == 0);
+  for (uint64_t i = 0; i < 3; ++i) {
+    snprintf((char*)slot(&b, i), MSG, "classic %d", (int)i);
+    struct ibv_sge sge = {(uintptr_t)slot(&b, i), 10, b.mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 50 + i,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    CHECK(!ibv_post_send(b.qp, &wr, &bad));
+  }
+  struct pollfd pfd = {.fd = a.ch->fd, .events = POLLIN};
+  CHECK(poll(&pfd, 1, 10000) == 1);
+  struct ibv_cq* ev_cq;
+  void* ev_ctx;
+  CHECK(ibv_get_cq_event(a.ch, &ev_cq, &ev_ctx) == 0);
+  CHECK(ev_cq == ibv_cq_ex_to_cq(a.cq) && ev_ctx == &a);
+  ibv_ack_cq_events(ev_cq, 1);
+  poll_classic(b.cq, 3, wc);
+  for (int i = 0; i < 3; ++i) CHECK(wc[i].wr_id == 50u + i && wc[i].opcode == IBV_WC_SEND);
 
-  setup(&a, dev_a, NULL, NULL, 1);
-  /* b's CQ reports to a channel of another context of the same device; the
-   * CQ must hold that channel (verbs_init_cq) and name its cq_context. */
-  setup(&b, dev_a == dev_b ? dev_b : dev_b, NULL, NULL, 0);
-  ibv_destroy_cq(ibv_cq_ex_to_cq(b.cq));
-  struct ibv_cq_init_attr_ex cq_attr = {.cqe = 16, .cq_context = &marker, .channel = ch};
-  (void)cq_attr;
+  /* One completion through start_poll/end_poll, the rest through ibv_poll_cq. */
+  wait_ex(a.cq, start_step);
+  CHECK(a.cq->wr_id == 0 && ibv_wc_read_opcode(a.cq) == IBV_WC_RECV);
+  CHECK(ibv_wc_read_byte_len(a.cq) == 10 && ibv_wc_read_qp_num(a.cq) == a.qp->qp_num);
+  ibv_end_poll(a.cq);
+  poll_classic(a.cq, 2, wc);
+  for (int i = 0; i < 2; ++i)
+    CHECK(wc[i].wr_id == 1u + i && wc[i].opcode == IBV_WC_RECV && wc[i].byte_len == 10);
+  CHECK(!strcmp((char*)slot(&a, 2), "classic 2"));
 
-  /* The channel's CQ lives on the channel's context. */
-  struct ibv_cq_init_attr_ex ch_attr = {
-      .cqe = 16,
-      .cq_context = &marker,
-      .channel = ch,
-      .wc_flags = IBV_WC_EX_WITH_BYTE_LEN,
-      .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
-      .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
-  };
-  struct ibv_cq_ex* ev_cq = ibv_create_cq_ex(ctx, &ch_attr);
-  CHECK(ev_cq);
-  CHECK(ev_cq->context == ctx && ev_cq->channel == ch && ev_cq->cq_context == &marker);
-  CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
-  CHECK(ibv_req_notify_cq(ibv_cq_ex_to_cq(ev_cq), 0) == 0);
+  /* a -> b with ibv_wr_*; a reads its send completions with ibv_poll_cq. */
+  post_recv(&b, 10);
+  post_recv(&b, 11);
+  struct ibv_qp_ex* qpx = ibv_qp_to_qp_ex(a.qp);
+  snprintf((char*)slot(&a, 5), MSG, "wr_send");
+  ibv_wr_start(qpx);
+  qpx->wr_id = 100;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qpx);
+  ibv_wr_set_sge(qpx, a.mr->lkey, (uintptr_t)slot(&a, 5), 8);
+  qpx->wr_id = 101;
+  ibv_wr_send_imm(qpx, htobe32(0x1234));
+  char inl[] = "inline!";
+  ibv_wr_set_inline_data(qpx, inl, sizeof(inl));
+  memset(inl, 0, sizeof(inl)); /* inline data was copied by the setter */
+  CHECK(ibv_wr_complete(qpx) == 0);
+  poll_classic(a.cq, 2, wc);
+  CHECK(wc[0].wr_id == 100 && wc[1].wr_id == 101 && wc[1].opcode == IBV_WC_SEND);
+  wait_ex(b.cq, start_step);
+  CHECK(b.cq->wr_id == 10 && ibv_wc_read_byte_len(b.cq) == 8);
+  wait_ex(b.cq, next_step);
+  CHECK(b.cq->wr_id == 11 && ibv_wc_read_byte_len(b.cq) == 8);
+  CHECK((ibv_wc_read_wc_flags(b.cq) & IBV_WC_WITH_IMM) &&
+        be32toh(ibv_wc_read_imm_data(b.cq)) == 0x1234);
+  CHECK(ibv_wc_read_src_qp(b.cq) == a.qp->qp_num && ibv_wc_read_slid(b.cq) == a.lid);
+  ibv_end_poll(b.cq);
+  CHECK(!strcmp((char*)slot(&b, 10), "wr_send") && !strcmp((char*)slot(&b, 11), "inline!"));
+
+  CHECK(!ibv_destroy_qp(a.qp) && !ibv_destroy_qp(b.qp));
+  CHECK(!ibv_destroy_cq(ibv_cq_ex_to_cq(a.cq)) && !ibv_destroy_cq(ibv_cq_ex_to_cq(b.cq)));
+  CHECK(ibv_destroy_comp_channel(a.ch) == 0);
+  printf("ok\n");
   return 0;
 }

@@ -3,7 +3,9 @@
  * manual, written for ibemu's tests. Server and client exchange QP number,
  * LID, GID, rkey and buffer address over TCP, move their QPs
  * RESET -> INIT -> RTR -> RTS, the client posts a receive, the server SENDs
- * its buffer, the client checks it, and both print "test result is 0".
+ * its buffer, the client checks it, RDMA READs the server's buffer and RDMA
+ * WRITEs a new message into it, the server (which made no verbs call for
+ * those) checks that, and both print "test result is 0".
  *
  *   rc_example [-d dev] [-i port] [-g gid_idx] [-p tcp_port] [-s size] [server]
  *
@@ -26,6 +28,7 @@
 #include "rc_common.h"
 
 #define MSG "SEND operation "
+#define RDMAMSGW "RDMA write operation"
 #define POLL_TIMEOUT_MS 2000
 
 struct peer_info {
@@ -44,6 +47,34 @@ struct config {
   int tcp_port;
   int size;
 };
+
+static void fill_pattern(char *buf, int size, const char *text) {
+  for (int i = 0; i < size; ++i) buf[i] = text[i % strlen(text)];
+}
+
+static int check_pattern(const char *buf, int size, const char *text) {
+  for (int i = 0; i < size; ++i)
+    if (buf[i] != text[i % strlen(text)]) {
+      fprintf(stderr, "data mismatch at byte %d\n", i);
+      return -1;
+    }
+  return 0;
+}
+
+static int post_rdma(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int size,
+                     enum ibv_wr_opcode opcode, const struct peer_info *remote) {
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey};
+  struct ibv_send_wr sr = {.sg_list = &sge, .num_sge = 1, .opcode = opcode,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
+  sr.wr.rdma.remote_addr = remote->addr;
+  sr.wr.rdma.rkey = remote->rkey;
+  if (ibv_post_send(qp, &sr, &bad)) {
+    fprintf(stderr, "failed to post SR\n");
+    return -1;
+  }
+  return 0;
+}
 
 static int poll_completion(struct ibv_cq *cq, const char *what) {
   struct ibv_wc wc;
@@ -106,7 +137,7 @@ static int run(const struct config *cfg) {
   }
   memset(buf, 0, cfg->size);
   if (!cfg->server_name) {
-    for (int i = 0; i < cfg->size; ++i) buf[i] = MSG[i % (sizeof(MSG) - 1)];
+    fill_pattern(buf, cfg->size, MSG);
   }
   struct ibv_mr *mr = ibv_reg_mr(pd, buf, cfg->size,
                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -219,16 +250,30 @@ static int run(const struct config *cfg) {
     if (poll_completion(cq, "send")) goto out;
   } else {
     if (poll_completion(cq, "receive")) goto out;
-    for (int i = 0; i < cfg->size; ++i)
-      if (buf[i] != MSG[i % (sizeof(MSG) - 1)]) {
-        fprintf(stderr, "data mismatch at byte %d\n", i);
-        goto out;
-      }
+    if (check_pattern(buf, cfg->size, MSG)) goto out;
     printf("Message is: '%.*s'\n", cfg->size < 64 ? cfg->size : 64, buf);
+    /* As the manual's client: RDMA READ the server's buffer, then RDMA WRITE
+     * a new message into it. */
+    memset(buf, 0, cfg->size);
+    if (post_rdma(qp, mr, buf, cfg->size, IBV_WR_RDMA_READ, &remote) ||
+        poll_completion(cq, "RDMA read"))
+      goto out;
+    if (check_pattern(buf, cfg->size, MSG)) goto out;
+    printf("Contents of server's buffer: '%.*s'\n", cfg->size < 64 ? cfg->size : 64, buf);
+    fill_pattern(buf, cfg->size, RDMAMSGW);
+    if (post_rdma(qp, mr, buf, cfg->size, IBV_WR_RDMA_WRITE, &remote) ||
+        poll_completion(cq, "RDMA write"))
+      goto out;
+    printf("Now replacing it with: '%.*s'\n", cfg->size < 64 ? cfg->size : 64, buf);
   }
   if (exchange(sock, &sync_out, &sync_in, 1)) {
     fprintf(stderr, "sync error after RDMA ops\n");
     goto out;
+  }
+  if (!cfg->server_name) {
+    /* The client's RDMA WRITE landed here without any call of ours. */
+    if (check_pattern(buf, cfg->size, RDMAMSGW)) goto out;
+    printf("Contents of server buffer: '%.*s'\n", cfg->size < 64 ? cfg->size : 64, buf);
   }
   rc = 0;
 out:
