@@ -33,6 +33,9 @@ uint32_t ibemu_core_alloc_pd(struct ibemu_core_context *ctx);
 int ibemu_core_reg_mr(struct ibemu_core_context *ctx, uint32_t pd, void *addr, size_t length,
                       uint64_t iova, int access, uint32_t *key);
 int ibemu_core_dereg_mr(struct ibemu_core_context *ctx, uint32_t key);
+/* ibv_rereg_mr: `flags` are IBV_REREG_MR_*; the key stays the same. */
+int ibemu_core_rereg_mr(struct ibemu_core_context *ctx, uint32_t key, int flags, uint32_t pd,
+                        void *addr, size_t length, int access);
 
 /* `cq` is the libibverbs object reported through the completion channel. */
 struct ibemu_core_cq *ibemu_core_create_cq(struct ibemu_core_context *ctx, int cqe,

@@ -112,6 +112,17 @@ static int ibemu_dereg_mr(struct verbs_mr *vmr) {
   return 0;
 }
 
+static int ibemu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+                          size_t length, int access) {
+  struct ibv_mr *mr = &vmr->ibv_mr;
+  uint32_t pd_id = (flags & IBV_REREG_MR_CHANGE_PD) ? to_pd(pd)->id : to_pd(mr->pd)->id;
+  int err = ibemu_core_rereg_mr(to_ctx(mr->context)->core, mr->lkey, flags, pd_id, addr, length,
+                                access);
+  if (err) return err;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) vmr->access = access;
+  return 0;
+}
+
 static struct ibv_cq *ibemu_create_cq(struct ibv_context *c, int cqe,
                                       struct ibv_comp_channel *channel, int comp_vector) {
   struct ibemu_cq *cq;
@@ -296,6 +307,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .query_qp = ibemu_query_qp,
     .reg_mr = ibemu_reg_mr,
     .req_notify_cq = ibemu_req_notify_cq,
+    .rereg_mr = ibemu_rereg_mr,
     .resize_cq = ibemu_resize_cq,
 };
 

@@ -180,21 +180,44 @@ int ibemu_core_query_port(ibemu_core_context* c, uint8_t port, ibv_port_attr* ou
 
 uint32_t ibemu_core_alloc_pd(ibemu_core_context* c) { return c->next_pd++; }
 
-int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t length, uint64_t iova,
-                      int access, uint32_t* key) {
+// IBA 10.6.3.1: which access flags a region may have. 0 or an errno.
+static int check_mr_access(int access) {
   constexpr int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                              IBV_ACCESS_RELAXED_ORDERING;
   if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;  // ODP is not advertised
   if (access & ~kSupported) return EINVAL;
-  // IBA 10.6.3.1 (C10-86): remote write or atomic access needs local write.
+  // C10-86: remote write or atomic access needs local write.
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
+  return 0;
+}
+
+int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t length, uint64_t iova,
+                      int access, uint32_t* key) {
+  if (int err = check_mr_access(access)) return err;
   if (!addr && length) return EINVAL;
   *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
                                    static_cast<uint32_t>(access));
   return 0;
+}
+
+int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t pd, void* addr,
+                        size_t length, int access) {
+  if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return EINVAL;
+  if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && check_mr_access(access)) return EINVAL;
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && !addr && length) return EINVAL;
+  uint8_t* new_addr = static_cast<uint8_t*>(addr);
+  uint64_t new_iova = reinterpret_cast<uintptr_t>(addr), new_length = length;
+  uint32_t new_access = static_cast<uint32_t>(access);
+  const bool translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  bool ok = c->ctx.engine().mrs().modify(key, (flags & IBV_REREG_MR_CHANGE_PD) ? &pd : nullptr,
+                                         translation ? &new_addr : nullptr,
+                                         translation ? &new_iova : nullptr,
+                                         translation ? &new_length : nullptr,
+                                         (flags & IBV_REREG_MR_CHANGE_ACCESS) ? &new_access : nullptr);
+  return ok ? 0 : EINVAL;
 }
 
 int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {

@@ -21,6 +21,20 @@ bool MrTable::remove(uint32_t key) {
   return regions_.erase(key) > 0;
 }
 
+bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
+                     const uint64_t* length, const uint32_t* access) {
+  std::unique_lock lock(mutex_);
+  auto it = regions_.find(key);
+  if (it == regions_.end()) return false;
+  MemoryRegion& mr = it->second;
+  if (pd) mr.pd = *pd;
+  if (addr) mr.addr = *addr;
+  if (iova) mr.iova = *iova;
+  if (length) mr.length = *length;
+  if (access) mr.access = *access;
+  return true;
+}
+
 size_t MrTable::size() const {
   std::shared_lock lock(mutex_);
   return regions_.size();

@@ -31,6 +31,10 @@ class MrTable {
   /// Registers a region; returns its key (lkey == rkey, as on ConnectX).
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access);
   bool remove(uint32_t key);
+  /// ibv_rereg_mr: changes translation, PD and/or access of a region in
+  /// place; its key stays. Fields not flagged are kept. False if no such key.
+  bool modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
+              const uint64_t* length, const uint32_t* access);
   size_t size() const;
 
   /// Checks a local access through an lkey (an SGE) and returns where it lands.

@@ -15,7 +15,7 @@ from pyverbs.cq import CQEX, CqInitAttrEx, PollCqAttr
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import DataBuffer, QPAttr, QPCap, QPEx, QPInitAttrEx
 from pyverbs.wr import SGE, RecvWR
 
@@ -318,7 +318,7 @@ def test_cq_ex_attributes(pair):
                    e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, e.IBV_WC_EX_WITH_CVLAN,
                    e.IBV_WC_EX_WITH_FLOW_TAG, e.IBV_WC_EX_WITH_TM_INFO)
     for flag in unsupported:
-        with pytest.raises(PyverbsError) as err:
+        with pytest.raises(PyverbsRDMAError) as err:
             CQEX(a.ctx, CqInitAttrEx(cqe=8, wc_flags=e.IBV_WC_EX_WITH_BYTE_LEN | flag))
         assert err.value.error_code == errno.EOPNOTSUPP, flag
     flags_mask = e.IBV_CQ_INIT_ATTR_MASK_FLAGS
@@ -331,7 +331,7 @@ def test_cq_ex_attributes(pair):
              (errno.EINVAL, dict(comp_vector=1)),
              (errno.EINVAL, dict(cqe=0))]
     for code, kw in cases:
-        with pytest.raises(PyverbsError) as err:
+        with pytest.raises(PyverbsRDMAError) as err:
             CQEX(a.ctx, CqInitAttrEx(**{"cqe": 8, **kw}))
         assert err.value.error_code == code, kw
     # A CQ without optional wc_flags still polls (opcode, status, wr_id).

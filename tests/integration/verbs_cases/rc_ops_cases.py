@@ -314,3 +314,15 @@ def test_every_qp_transition():
     assert qp_state(a) == e.IBV_QPS_RESET
     a.connect(b)  # a QP reset from ERR is usable again
     assert qp_state(a) == e.IBV_QPS_RTS
+
+
+def test_rereg_mr_changes_access_and_keeps_the_key(pair):
+    a, b = pair
+    rkey = b.mr.rkey
+    b.mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0,
+               e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ)
+    assert b.mr.rkey == rkey
+    a.post(e.IBV_WR_RDMA_READ, 64, peer=b)
+    assert poll_wcs(a.cq)[0].status == e.IBV_WC_SUCCESS
+    a.post(e.IBV_WR_RDMA_WRITE, 64, peer=b)  # remote write was taken away
+    expect_error(a, b, e.IBV_WC_REM_ACCESS_ERR)
