@@ -88,12 +88,15 @@ bool takes_inline(WrOpcode op) noexcept {
 extern "C" {
 
 uint64_t ibemu_core_wr_ops_supported(ibv_qp_type qp_type) {
-  // What Qp::post_send executes today (transport/engine/qp.cc). RDMA READ and
-  // the atomics (RC only) join this list when the engine executes them; their
-  // builders are already in place.
+  // What Qp::post_send executes (transport/engine/qp.cc): RDMA READ and the
+  // atomics are RC operations (IBA 9.7.5). SEND with invalidate and LOCAL_INV
+  // join when the engine executes them (their builders are in place); memory
+  // windows, TSO and ATOMIC_WRITE are not offered.
   constexpr uint64_t kUcOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                               IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-  constexpr uint64_t kRcOps = kUcOps;
+  constexpr uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ |
+                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
   switch (qp_type) {
     case IBV_QPT_RC:
       return kRcOps;

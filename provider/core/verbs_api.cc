@@ -257,7 +257,10 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
       // would also coalesce them.
     }
   };
-  cq->cq = std::make_unique<CompletionQueue>(static_cast<uint32_t>(cqe), notify);
+  // Overrun is the CQ error event (IBV_EVENT_CQ_ERR = 0), naming the ibv_cq.
+  auto* ctx = &c->ctx;
+  auto overrun = [ctx, ibcq] { ctx->post_async_event(reinterpret_cast<uintptr_t>(ibcq), 0); };
+  cq->cq = std::make_unique<CompletionQueue>(static_cast<uint32_t>(cqe), notify, overrun);
   return cq;
 }
 

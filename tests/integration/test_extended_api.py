@@ -16,7 +16,7 @@ def test_pyverbs_qp_ex_and_cq_ex(fabric):
     r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                     str(HERE / "verbs_cases" / "extended_api_cases.py")], timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr + fabric.logs()
-    assert re.search(r"\b7 passed\b", r.stdout), r.stdout
+    assert re.search(r"\b8 passed\b", r.stdout), r.stdout
 
 
 def test_c_probe_query_device_ex_sizes_and_classic_poll_on_cq_ex(fabric):

@@ -204,5 +204,18 @@ TEST(EngineCq, GivenPurgeQpExpectOnlyThatQpsCompletionsRemovedOrderKept) {
   EXPECT_EQ(poll_ids(cq).size(), 8u);
 }
 
+TEST(EngineCq, GivenOverrunExpectOneErrorEventAndNoMoreCompletions) {
+  int errors = 0;
+  CompletionQueue cq(2, nullptr, [&errors] { ++errors; });
+  ASSERT_TRUE(cq.push(wc(0), false));
+  ASSERT_TRUE(cq.push(wc(1), false));
+  EXPECT_FALSE(cq.push(wc(2), false));
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(poll_ids(cq), (std::vector<uint64_t>{0, 1}));
+  // IBA 11.4.2.1: an overrun CQ stays in error even with room again.
+  EXPECT_FALSE(cq.push(wc(3), false));
+  EXPECT_EQ(errors, 1);
+}
+
 }  // namespace
 }  // namespace ibemu::engine

@@ -121,6 +121,9 @@ class FakeLink : public PacketSink {
 
   /// Throws away what is queued (a link that loses everything in flight).
   void discard_queued() { queue_.clear(); }
+  /// What is on the link now, not yet delivered (a policy sees the packet it
+  /// decides on removed from here).
+  const std::deque<WirePacket>& queued() const { return queue_; }
   /// Every packet transmitted so far, in order.
   const std::vector<WirePacket>& log() const { return log_; }
   void clear_log() { log_.clear(); }
@@ -237,6 +240,27 @@ inline SendWqe write_wr(uint64_t wr_id, const std::vector<Sge>& sges, uint64_t r
   return w;
 }
 
+inline SendWqe read_wr(uint64_t wr_id, const std::vector<Sge>& sges, uint64_t remote_addr,
+                       uint32_t rkey, uint32_t flags = kSendSignaled) {
+  SendWqe w = send_wr(wr_id, WrOpcode::kRdmaRead, sges, flags);
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  return w;
+}
+
+/// ATOMIC_CMP_AND_SWP (compare_add = compare) or ATOMIC_FETCH_AND_ADD
+/// (compare_add = addend), as ibv_send_wr.wr.atomic carries them.
+inline SendWqe atomic_wr(uint64_t wr_id, WrOpcode op, const std::vector<Sge>& sges,
+                         uint64_t remote_addr, uint32_t rkey, uint64_t compare_add,
+                         uint64_t swap = 0, uint32_t flags = kSendSignaled) {
+  SendWqe w = send_wr(wr_id, op, sges, flags);
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  w.compare_add = compare_add;
+  w.swap = swap;
+  return w;
+}
+
 inline RecvWqe recv_wr(uint64_t wr_id, const std::vector<Sge>& sges) {
   RecvWqe w;
   w.wr_id = wr_id;
@@ -322,6 +346,8 @@ struct ConnectParams {
   uint32_t sq_psn_b = 0x00a000;
   uint32_t access_a = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
   uint32_t access_b = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+  uint8_t max_rd_atomic = 1;       // READs/atomics this QP may have outstanding
+  uint8_t max_dest_rd_atomic = 1;  // ... and may serve for its peer
   uint32_t max_send_wr = 256;
   uint32_t max_recv_wr = 256;
   uint32_t cq_capacity = 4096;
@@ -336,6 +362,11 @@ struct Endpoint {
         send_cq(p.cq_capacity, [this] { ++send_events; }),
         recv_cq(p.cq_capacity, [this] { ++recv_events; }) {
     link.attach(lid, &engine);
+    qp = create_qp(qpn, p);
+  }
+
+  /// Another QP on this HCA, in RESET, sharing the endpoint's CQs.
+  std::shared_ptr<Qp> create_qp(uint32_t qpn, const ConnectParams& p) {
     QpInit init;
     init.type = p.type;
     init.qpn = qpn;
@@ -348,7 +379,7 @@ struct Endpoint {
     init.max_recv_sge = DeviceLimits::kMaxSge;
     init.max_inline_data = DeviceLimits::kMaxInlineData;
     init.sq_sig_all = p.sq_sig_all;
-    qp = engine.create_qp(init, [this](uint32_t, QpEvent e) { events.push_back(e); });
+    return engine.create_qp(init, [this](uint32_t, QpEvent e) { events.push_back(e); });
   }
 
   void poll() {
@@ -367,32 +398,38 @@ struct Endpoint {
   int send_events = 0, recv_events = 0;  // CQ notifications
 };
 
-/// Connects `e`'s QP to (dlid, dest_qpn) with realistic RC/UC attributes.
-inline void connect_qp(Endpoint& e, const ConnectParams& p, uint16_t dlid, uint32_t dest_qpn,
+/// Connects `qp` to (dlid, dest_qpn) with realistic RC/UC attributes.
+inline void connect_qp(Qp& qp, const ConnectParams& p, uint16_t dlid, uint32_t dest_qpn,
                        uint32_t rq_psn, uint32_t sq_psn, uint32_t access) {
   QpAttr at;
   at.qp_state = QpState::kInit;
   at.pkey_index = 0;
   at.port_num = 1;
   at.qp_access_flags = access;
-  ASSERT_EQ(e.qp->modify(at, init_mask(p.type)), 0);
+  ASSERT_EQ(qp.modify(at, init_mask(p.type)), 0);
   at.qp_state = QpState::kRtr;
   at.ah.dlid = dlid;
   at.ah.port_num = 1;
   at.path_mtu = p.path_mtu;
   at.dest_qp_num = dest_qpn;
   at.rq_psn = rq_psn;
-  at.max_dest_rd_atomic = 1;
+  at.max_dest_rd_atomic = p.max_dest_rd_atomic;
   at.min_rnr_timer = p.min_rnr_timer;
-  ASSERT_EQ(e.qp->modify(at, rtr_mask(p.type)), 0);
+  ASSERT_EQ(qp.modify(at, rtr_mask(p.type)), 0);
   at.qp_state = QpState::kRts;
   at.sq_psn = sq_psn;
   at.timeout = p.timeout;
   at.retry_cnt = p.retry_cnt;
   at.rnr_retry = p.rnr_retry;
-  at.max_rd_atomic = 1;
-  ASSERT_EQ(e.qp->modify(at, rts_mask(p.type)), 0);
-  ASSERT_EQ(e.qp->state(), QpState::kRts);
+  at.max_rd_atomic = p.max_rd_atomic;
+  ASSERT_EQ(qp.modify(at, rts_mask(p.type)), 0);
+  ASSERT_EQ(qp.state(), QpState::kRts);
+}
+
+/// Connects `e`'s QP to (dlid, dest_qpn) with realistic RC/UC attributes.
+inline void connect_qp(Endpoint& e, const ConnectParams& p, uint16_t dlid, uint32_t dest_qpn,
+                       uint32_t rq_psn, uint32_t sq_psn, uint32_t access) {
+  connect_qp(*e.qp, p, dlid, dest_qpn, rq_psn, sq_psn, access);
 }
 
 /// Two HCAs on one fake link with an RC (or UC) connection between them.

@@ -4,15 +4,19 @@
 
 namespace ibemu::engine {
 
-CompletionQueue::CompletionQueue(uint32_t capacity, std::function<void()> notify)
-    : ring_(capacity), notify_(std::move(notify)) {}
+CompletionQueue::CompletionQueue(uint32_t capacity, std::function<void()> notify,
+                                 std::function<void()> on_overrun)
+    : ring_(capacity), notify_(std::move(notify)), on_overrun_(std::move(on_overrun)) {}
 
 bool CompletionQueue::push(const Completion& c, bool solicited) {
   bool fire = false;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (overrun_) return false;
     if (count_ == ring_.size()) {
       overrun_ = true;
+      lock.unlock();
+      if (on_overrun_) on_overrun_();
       return false;
     }
     ring_[(head_ + count_) % ring_.size()] = c;

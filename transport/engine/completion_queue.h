@@ -13,11 +13,13 @@ namespace ibemu::engine {
 
 class CompletionQueue {
  public:
-  /// `notify` runs (outside the lock) when an armed CQ gets a completion.
-  CompletionQueue(uint32_t capacity, std::function<void()> notify);
+  /// `notify` runs (outside the lock) when an armed CQ gets a completion;
+  /// `on_overrun` once, when the CQ overruns (the CQ error event).
+  CompletionQueue(uint32_t capacity, std::function<void()> notify,
+                  std::function<void()> on_overrun = nullptr);
 
-  /// Adds a completion. Returns false on overrun (the CQ is then in error:
-  /// IBA 11.4.2.1 — the caller raises the CQ error event).
+  /// Adds a completion. Returns false on overrun: the CQ is then in error for
+  /// good (IBA 11.4.2.1, C11-?) and takes no more completions.
   bool push(const Completion& c, bool solicited);
   int poll(int max, Completion* out);
   /// Arms the CQ; solicited_only arms for solicited completions only.
@@ -38,6 +40,7 @@ class CompletionQueue {
   enum class Armed : uint8_t { kNo, kNext, kSolicited } armed_ = Armed::kNo;
   bool overrun_ = false;
   std::function<void()> notify_;
+  std::function<void()> on_overrun_;
 };
 
 }  // namespace ibemu::engine

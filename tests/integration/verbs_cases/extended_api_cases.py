@@ -6,6 +6,7 @@ THIS_FILE`); test_extended_api.py does that."""
 import ctypes
 import errno
 import socket
+import struct
 import time
 
 import pytest
@@ -19,12 +20,14 @@ from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import DataBuffer, QPAttr, QPCap, QPEx, QPInitAttrEx
 from pyverbs.wr import SGE, RecvWR
 
-# What the device executes today; RDMA READ and atomics are not among them yet.
-OPS = (e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_SEND_WITH_IMM | e.IBV_QP_EX_WITH_RDMA_WRITE
-       | e.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+UC_OPS = (e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_SEND_WITH_IMM | e.IBV_QP_EX_WITH_RDMA_WRITE
+          | e.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+OPS = (UC_OPS | e.IBV_QP_EX_WITH_RDMA_READ | e.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+       | e.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 MAX_SEND_WR, MAX_SGE, MAX_INLINE = 16, 4, 128
 RECV_BASE, RECV_SLOT, WRITE_BASE = 1024, 128, 3072  # layout of each side's 4 KiB MR
-ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+          | e.IBV_ACCESS_REMOTE_ATOMIC)
 
 
 def qp_init_attr(side, qp_type=e.IBV_QPT_RC, ops=OPS):
@@ -187,6 +190,47 @@ def test_every_op_and_setter_in_one_region(pair):
     assert b.mr.read(9, WRITE_BASE + 64) == b"line list"
 
 
+def test_read_and_atomics_in_one_region(pair):
+    """max_rd_atomic is 1: the requester has them in flight one at a time."""
+    a, b = pair
+    b.mr.write(b"remote bytes for RDMA READ", 26, WRITE_BASE)
+    b.mr.write(struct.pack("<QQ", 100, 7), 16, WRITE_BASE + 64)
+    q = a.qp
+    q.wr_start()
+    q.wr_flags = e.IBV_SEND_SIGNALED
+    q.wr_id = 21
+    q.wr_rdma_read(b.mr.rkey, b.mr.buf + WRITE_BASE)
+    q.wr_set_sge_list(2, [SGE(a.mr.buf + 512, 12, a.mr.lkey),
+                          SGE(a.mr.buf + 600, 14, a.mr.lkey)])
+    q.wr_id = 22
+    q.wr_atomic_fetch_add(b.mr.rkey, b.mr.buf + WRITE_BASE + 64, 5)
+    q.wr_set_sge(SGE(a.mr.buf + 704, 8, a.mr.lkey))
+    q.wr_id = 23
+    q.wr_atomic_cmp_swp(b.mr.rkey, b.mr.buf + WRITE_BASE + 72, 7, 42)
+    q.wr_set_sge(SGE(a.mr.buf + 712, 8, a.mr.lkey))
+    q.wr_id = 24
+    q.wr_atomic_cmp_swp(b.mr.rkey, b.mr.buf + WRITE_BASE + 72, 7, 99)  # compare fails now
+    q.wr_set_sge(SGE(a.mr.buf + 720, 8, a.mr.lkey))
+    q.wr_complete()
+    got = poll(a.cq, 4)
+    assert [c["wr_id"] for c in got] == [21, 22, 23, 24]
+    assert [c["opcode"] for c in got] == [e.IBV_WC_RDMA_READ, e.IBV_WC_FETCH_ADD,
+                                          e.IBV_WC_COMP_SWAP, e.IBV_WC_COMP_SWAP]
+    assert [c["byte_len"] for c in got] == [26, 8, 8, 8]
+    assert all(c["status"] == e.IBV_WC_SUCCESS and c["qp_num"] == a.qp.qp_num for c in got)
+    assert a.mr.read(12, 512) + a.mr.read(14, 600) == b"remote bytes for RDMA READ"
+    assert struct.unpack("<QQQ", a.mr.read(24, 704)) == (100, 7, 42)
+    assert struct.unpack("<QQ", b.mr.read(16, WRITE_BASE + 64)) == (105, 42)
+    assert_empty(b.cq, settle=0.05)  # READ and atomics consume no receive
+    # Inline data makes no sense where data comes back.
+    for build in (lambda: q.wr_rdma_read(b.mr.rkey, b.mr.buf),
+                  lambda: q.wr_atomic_fetch_add(b.mr.rkey, b.mr.buf, 1)):
+        q.wr_start()
+        build()
+        q.wr_set_inline_data(a.mr.buf, 8)
+        expect_errno(errno.EINVAL, q.wr_complete)
+
+
 def test_unsignaled_wrs_complete_silently(pair):
     a, b = pair
     b.post_recvs(3)
@@ -309,7 +353,7 @@ def test_send_ops_the_device_does_not_offer_are_eopnotsupp(pair):
                 e.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD):
         expect_errno(errno.EOPNOTSUPP, QPEx, a.ctx, qp_init_attr(a, e.IBV_QPT_UC, ops))
     # UC takes the operations it has.
-    QPEx(a.ctx, qp_init_attr(a, e.IBV_QPT_UC, OPS)).close()
+    QPEx(a.ctx, qp_init_attr(a, e.IBV_QPT_UC, UC_OPS)).close()
 
 
 def test_cq_ex_attributes(pair):
