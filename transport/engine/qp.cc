@@ -111,6 +111,13 @@ QpState Qp::state() noexcept {
 
 int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
   std::lock_guard lock(mutex_);
+  // The WRs before a refused one stay posted (ibv_post_send: only *bad_wr and
+  // those after it are not) and must go out now, not at the next post: pump
+  // on every return.
+  struct PumpOnReturn {
+    Qp* qp;
+    ~PumpOnReturn() { qp->requester_pump(); }
+  } pump{this};
   for (int i = 0; i < count; ++i) {
     const SendWqe& w = wrs[i];
     *bad = i;
@@ -164,7 +171,6 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
     if (attr_.qp_state == QpState::kErr) flush_send_queue();
   }
   *bad = -1;
-  requester_pump();
   return 0;
 }
 
@@ -197,12 +203,24 @@ void Qp::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noexcep
   c.byte_len = byte_len;
   switch (wqe.opcode) {
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: c.opcode = WcOpcode::kRdmaWrite; break;
-    case WrOpcode::kRdmaRead: c.opcode = WcOpcode::kRdmaRead; break;
-    case WrOpcode::kAtomicCmpAndSwp: c.opcode = WcOpcode::kCompSwap; break;
-    case WrOpcode::kAtomicFetchAndAdd: c.opcode = WcOpcode::kFetchAdd; break;
-    case WrOpcode::kLocalInv: c.opcode = WcOpcode::kLocalInv; break;
-    default: c.opcode = WcOpcode::kSend; break;
+    case WrOpcode::kRdmaWriteWithImm:
+      c.opcode = WcOpcode::kRdmaWrite;
+      break;
+    case WrOpcode::kRdmaRead:
+      c.opcode = WcOpcode::kRdmaRead;
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+      c.opcode = WcOpcode::kCompSwap;
+      break;
+    case WrOpcode::kAtomicFetchAndAdd:
+      c.opcode = WcOpcode::kFetchAdd;
+      break;
+    case WrOpcode::kLocalInv:
+      c.opcode = WcOpcode::kLocalInv;
+      break;
+    default:
+      c.opcode = WcOpcode::kSend;
+      break;
   }
   if (init_.send_cq) init_.send_cq->push(c, false);
 }
