@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -44,7 +45,14 @@ int send_message(int sock, const Json& msg, const std::vector<int>& fds) noexcep
 }
 
 int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept {
-  std::string buf(kMaxControlMessage, '\0');
+  // Size the buffer to the message (SOCK_SEQPACKET keeps boundaries; MSG_TRUNC
+  // reports the full length) instead of clearing a megabyte every time.
+  ssize_t want;
+  do {
+    want = recv(sock, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (want < 0 && errno == EINTR);
+  if (want < 0) return errno;
+  std::string buf(std::clamp<size_t>(static_cast<size_t>(want), 1, kMaxControlMessage), '\0');
   iovec iov{buf.data(), buf.size()};
   msghdr mh{};
   mh.msg_iov = &iov;

@@ -273,8 +273,6 @@ int ibemu_core_destroy_cq(ibemu_core_cq* cq) {
 
 int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
   if (n < 0) return -EINVAL;
-  Completion batch[64];
-  int total = 0;
   if (cq->cq->empty() && !cq->owner->ctx.try_progress()) {
     // Nothing arrived. The peer "HCA" is software that needs a CPU too: a
     // poller that keeps finding nothing yields, so on a host with fewer cores
@@ -282,33 +280,25 @@ int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
     // need this; here it turns milliseconds of waiting into microseconds).
     if (cq->empty_polls.fetch_add(1, std::memory_order_relaxed) >= kPollsBeforeYield)
       sched_yield();
-  } else {
-    cq->empty_polls.store(0, std::memory_order_relaxed);
+    return 0;
   }
-  while (total < n) {
-    int got = cq->cq->poll(std::min(n - total, 64), batch);
-    for (int i = 0; i < got; ++i) {
-      const Completion& c = batch[i];
-      ibv_wc& w = wc[total + i];
-      std::memset(&w, 0, sizeof(w));
-      w.wr_id = c.wr_id;
-      w.status = static_cast<ibv_wc_status>(c.status);
-      w.opcode = static_cast<ibv_wc_opcode>(c.opcode);
-      w.vendor_err = c.vendor_err;
-      w.byte_len = c.byte_len;
-      w.imm_data = c.imm_data;
-      w.qp_num = c.qp_num;
-      w.src_qp = c.src_qp;
-      w.wc_flags = c.wc_flags;
-      w.pkey_index = c.pkey_index;
-      w.slid = c.slid;
-      w.sl = c.sl;
-      w.dlid_path_bits = c.dlid_path_bits;
-    }
-    total += got;
-    if (got < 64) break;
-  }
-  return total;
+  cq->empty_polls.store(0, std::memory_order_relaxed);
+  return cq->cq->poll_each(n, [&wc](const Completion& c) {
+    ibv_wc& w = *wc++;
+    w.wr_id = c.wr_id;
+    w.status = static_cast<ibv_wc_status>(c.status);
+    w.opcode = static_cast<ibv_wc_opcode>(c.opcode);
+    w.vendor_err = c.vendor_err;
+    w.byte_len = c.byte_len;
+    w.imm_data = c.imm_data;
+    w.qp_num = c.qp_num;
+    w.src_qp = c.src_qp;
+    w.wc_flags = c.wc_flags;
+    w.pkey_index = c.pkey_index;
+    w.slid = c.slid;
+    w.sl = c.sl;
+    w.dlid_path_bits = c.dlid_path_bits;
+  });
 }
 
 int ibemu_core_req_notify_cq(ibemu_core_cq* cq, int solicited_only) {

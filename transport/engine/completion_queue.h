@@ -22,6 +22,19 @@ class CompletionQueue {
   /// good (IBA 11.4.2.1, C11-?) and takes no more completions.
   bool push(const Completion& c, bool solicited);
   int poll(int max, Completion* out);
+  /// Polls up to `max` completions, handing each to `fn` under the lock:
+  /// the caller converts them in place, with no intermediate copy.
+  template <typename Fn>
+  int poll_each(int max, Fn&& fn) {
+    std::lock_guard lock(mutex_);
+    int n = 0;
+    for (; n < max && count_; ++n) {
+      fn(ring_[head_]);
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
+    }
+    return n;
+  }
   /// Arms the CQ; solicited_only arms for solicited completions only.
   void arm(bool solicited_only);
   int resize(uint32_t capacity);

@@ -101,10 +101,13 @@ enum QpAttrMask : uint32_t {
   kQpRateLimit = 1 << 25,
 };
 
+/// No default member initializers: WQEs hold arrays of these, and zeroing
+/// them on every post showed up as the largest cost of posting (num_sge says
+/// which entries are valid).
 struct Sge {
-  uint64_t addr = 0;
-  uint32_t length = 0;
-  uint32_t lkey = 0;
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
 };
 
 /// An address vector (ibv_ah_attr without the rdma-core types).

@@ -1,0 +1,269 @@
+"""Debian's perftest between the emulated HCAs: every RC bandwidth and latency
+tool (WRITE, READ, SEND, atomics), at one size and at all sizes (-a, 2 B to
+8 MiB), between the two ports of one HCA, through perftest's own
+run_perftest_loopback script, and on a fabric whose HCAs claim a ConnectX
+vendor_part_id, which makes perftest use the ibv_wr_* post-send API and
+inline sends.
+
+Nothing here asserts on timing: only that both sides exit 0, that the client
+prints its results table with the sizes and iteration counts asked for, and
+that the numbers in it are consistent."""
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import Fabric, free_tcp_port, run_pair
+
+ALL_SIZES = [1 << k for k in range(1, 24)]  # what -a runs: 2 B ... 8 MiB
+
+BW_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[MB/sec\]\s+BW average\[MB/sec\]"
+                       r"\s+MsgRate\[Mpps\]", re.M)
+LAT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]"
+                        r"\s+t_typical\[usec\]\s+t_avg\[usec\]\s+t_stdev\[usec\]", re.M)
+NUMBER = r"(\d+(?:\.\d+)?)"
+BW_ROW = re.compile(rf"^\s*(\d+)\s+(\d+)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}")
+LAT_ROW = re.compile(rf"^\s*(\d+)\s+(\d+)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}")
+ADDRESS = re.compile(r"^\s*(local|remote) address: LID (0x[0-9a-fA-F]+) QPN (0x[0-9a-fA-F]+)", re.M)
+
+BW_TOOLS = ["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw"]
+LAT_TOOLS = ["ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"]
+ATOMIC_TOOLS = ["ib_atomic_bw", "ib_atomic_lat"]
+
+
+def is_bw(tool):
+    return tool.endswith("_bw")
+
+
+def results_table(out, tool):
+    """The rows of perftest's results table in `out`, as tuples of numbers
+    (size, iterations, then the tool's figures); fails when there is no header
+    or no row."""
+    header = (BW_HEADER if is_bw(tool) else LAT_HEADER).search(out)
+    assert header, f"{tool}: no results header in:\n{out}"
+    row_re = BW_ROW if is_bw(tool) else LAT_ROW
+    rows = []
+    for line in out[header.end():].splitlines()[1:]:
+        if line.startswith("-") or not line.strip():
+            break
+        m = row_re.match(line)
+        assert m, f"{tool}: unexpected line {line!r} in results table:\n{out}"
+        rows.append((int(m.group(1)), int(m.group(2)), *(float(g) for g in m.groups()[2:])))
+    assert rows, f"{tool}: results header without a numeric row:\n{out}"
+    return rows
+
+
+def check_table(out, tool, sizes, iters):
+    rows = results_table(out, tool)
+    assert [r[0] for r in rows] == sizes, f"{tool}: sizes {[r[0] for r in rows]}:\n{out}"
+    for row in rows:
+        assert row[1] == iters, f"{tool}: row {row} has not {iters} iterations:\n{out}"
+        assert all(math.isfinite(v) and v >= 0 for v in row[2:]), f"{tool}: row {row}:\n{out}"
+        if is_bw(tool):
+            _, _, peak, average, msg_rate = row
+            assert average > 0 and msg_rate > 0, f"{tool}: nothing moved: {row}:\n{out}"
+        else:
+            _, _, t_min, t_max, t_typical, t_avg, _ = row
+            assert 0 < t_min <= t_typical <= t_max, f"{tool}: {row}:\n{out}"
+            assert t_min <= t_avg <= t_max, f"{tool}: {row}:\n{out}"
+    return rows
+
+
+def port_lid(fabric, device, port):
+    for dev in fabric.status()["devices"]:
+        if dev["name"] == device:
+            for p in dev["port_info"]:
+                if p["port"] == port:
+                    return p["lid"]
+    raise AssertionError(f"no {device} port {port} in {fabric.status()}")
+
+
+def check_addresses(out, local_lid, remote_lid):
+    """perftest prints the LIDs it uses; they are the ports' LIDs."""
+    found = {kind: int(lid, 16) for kind, lid, _ in ADDRESS.findall(out)}
+    assert found == {"local": local_lid, "remote": remote_lid}, out
+
+
+def wait_fabric_idle(fabric, timeout=20):
+    """The daemon answers and has reclaimed every QP of the exited programs."""
+    deadline = time.time() + timeout
+    while True:
+        status = fabric.status()
+        if status["qps"] == 0:
+            return status
+        assert time.time() < deadline, f"QPs left behind: {json.dumps(status)}\n{fabric.logs()}"
+        time.sleep(0.1)
+
+
+def perftest(fabric, tool, args, server=("-d", "ibemu0"), client=("-d", "ibemu1"),
+             timeout=180):
+    """Runs `tool` as server and client; both must exit 0. Returns the
+    client's output."""
+    port = free_tcp_port()
+    base = [tool, "-p", str(port), *args]
+    srv, cli = run_pair(fabric, base + list(server), base + list(client) + ["localhost"], port,
+                        timeout=timeout)
+    assert cli[0] == 0, f"{tool} client failed ({cli[0]}):\n{cli[1]}\nserver:\n{srv[1]}\n" \
+                        f"{fabric.logs()}"
+    assert srv[0] == 0, f"{tool} server failed ({srv[0]}):\n{srv[1]}\nclient:\n{cli[1]}\n" \
+                        f"{fabric.logs()}"
+    return cli[1]
+
+
+# ---- the default fabric (vendor_part_id not a ConnectX: ibv_post_send path)
+
+@pytest.mark.parametrize("tool", BW_TOOLS + LAT_TOOLS)
+def test_one_size(fabric, tool):
+    if tool in ATOMIC_TOOLS:
+        args, sizes = ["-n", "200"], [8]  # atomics: always 8 bytes, -s refused
+    else:
+        args, sizes = ["-s", "4096", "-n", "200"], [4096]
+    out = perftest(fabric, tool, args)
+    check_table(out, tool, sizes, 200)
+    assert re.search(r"ibv_wr\* API\s*:\s*OFF", out), out
+    check_addresses(out, port_lid(fabric, "ibemu1", 1), port_lid(fabric, "ibemu0", 1))
+    wait_fabric_idle(fabric)
+
+
+@pytest.mark.parametrize("tool", [t for t in BW_TOOLS + LAT_TOOLS if t not in ATOMIC_TOOLS])
+def test_all_sizes(fabric, tool):
+    out = perftest(fabric, tool, ["-a", "-n", "20"], timeout=400)
+    rows = check_table(out, tool, ALL_SIZES, 20)
+    assert rows[-1][0] == 8388608
+    wait_fabric_idle(fabric)
+
+
+@pytest.mark.parametrize("atomic_type", ["CMP_AND_SWAP", "FETCH_AND_ADD"])
+@pytest.mark.parametrize("tool", ATOMIC_TOOLS)
+def test_atomic_types(fabric, tool, atomic_type):
+    # perftest refuses -a (and -s) for atomics ("Message size cannot be
+    # changed for Atomic tests"); both operations instead.
+    out = perftest(fabric, tool, ["-A", atomic_type, "-n", "50"])
+    check_table(out, tool, [8], 50)
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw"])
+def test_two_ports_of_one_hca(fabric, tool):
+    out = perftest(fabric, tool, ["-s", "4096", "-n", "200"], server=("-d", "ibemu0", "-i", "1"),
+                   client=("-d", "ibemu0", "-i", "2"))
+    check_table(out, tool, [4096], 200)
+    check_addresses(out, port_lid(fabric, "ibemu0", 2), port_lid(fabric, "ibemu0", 1))
+    wait_fabric_idle(fabric)
+
+
+def run_loopback(fabric, tmp_path, tool_args, timeout=180):
+    """perftest's run_perftest_loopback: server and client of one tool on one
+    host (pinned to two CPUs with taskset), the client started one second
+    after the server. The script returns the client's status only (its bare
+    `wait` ignores the server's), and waits forever for a server whose client
+    could not connect, so it runs in its own process group."""
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = cpus[0], cpus[1 % len(cpus)]
+    for attempt in range(2):
+        port = free_tcp_port()
+        log = tmp_path / f"loopback{attempt}.out"
+        cmd = ["run_perftest_loopback", str(server_cpu), str(client_cpu), *tool_args,
+               "-p", str(port)]
+        with open(log, "w") as f:
+            proc = subprocess.Popen(cmd, env=fabric.env(), stdout=f, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        deadline = time.time() + timeout
+        no_connect = False
+        while proc.poll() is None and time.time() < deadline:
+            # The one race of the script itself: the server was not listening
+            # yet after its one second. Start over rather than wait.
+            if "Couldn't connect" in log.read_text(errors="replace"):
+                no_connect = True
+                break
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if no_connect and attempt == 0:
+                continue
+            pytest.fail(f"run_perftest_loopback did not finish:\n{log.read_text()}\n"
+                        f"{fabric.logs()}")
+        return proc.returncode, log.read_text(errors="replace")
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw", "ib_send_lat"])
+def test_run_perftest_loopback(fabric, tmp_path, tool):
+    rc, out = run_loopback(fabric, tmp_path, [tool, "-d", "ibemu0", "-s", "4096", "-n", "200"])
+    assert rc == 0, f"{out}\n{fabric.logs()}"
+    # Both processes print their addresses and, for these tools, a results
+    # row; the client's status is the script's, the server's shows here.
+    lid = port_lid(fabric, "ibemu0", 1)
+    addresses = ADDRESS.findall(out)
+    assert len(addresses) == 4 and {int(a[1], 16) for a in addresses} == {lid}, out
+    # (The two outputs may interleave, so rows are counted, not parsed as a
+    # table.)
+    header = BW_HEADER if is_bw(tool) else LAT_HEADER
+    row = BW_ROW if is_bw(tool) else LAT_ROW
+    assert len(header.findall(out)) == 2, out
+    assert len([l for l in out.splitlines() if row.match(l) and l.split()[:2] == ["4096", "200"]]) \
+        == 2, out
+    wait_fabric_idle(fabric)
+
+
+# ---- a fabric whose HCAs claim to be ConnectX-6: the ibv_wr_* path
+
+CONNECTX6 = {"vendor_id": 0x02c9, "vendor_part_id": 4123}
+
+
+@pytest.fixture(scope="module")
+def connectx_fabric(tmp_path_factory):
+    config = tmp_path_factory.mktemp("cx-config") / "connectx.json"
+    config.write_text(json.dumps({"devices": [dict(name="ibemu0", **CONNECTX6),
+                                              dict(name="ibemu1", **CONNECTX6)]}))
+    f = Fabric(tmp_path_factory.mktemp("ibemu-cx"))
+    f.ibemu("up", "--config", str(config))
+    yield f
+    f.down()
+
+
+def test_connectx_fabric_reports_the_configured_ids(connectx_fabric):
+    out = connectx_fabric.run(["ibv_devinfo", "-d", "ibemu1"], check=True).stdout
+    assert re.search(r"vendor_id:\s*0x02c9\b", out), out
+    assert re.search(r"vendor_part_id:\s*4123\b", out), out
+
+
+CX_TOOLS = ["ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_write_lat", "ib_send_lat"]
+
+
+@pytest.mark.parametrize("tool", CX_TOOLS)
+def test_connectx_new_post_send_one_size(connectx_fabric, tool):
+    out = perftest(connectx_fabric, tool, ["-s", "4096", "-n", "200"])
+    assert re.search(r"ibv_wr\* API\s*:\s*ON", out), out
+    check_table(out, tool, [4096], 200)
+    wait_fabric_idle(connectx_fabric)
+
+
+@pytest.mark.parametrize("tool", CX_TOOLS)
+def test_connectx_small_messages_inline(connectx_fabric, tool):
+    """64-byte messages: the latency tools send them inline by default on a
+    ConnectX; the bandwidth tools are asked to with -I (READ has no inline)."""
+    args = ["-s", "64", "-n", "200"]
+    if tool in ("ib_write_bw", "ib_send_bw"):
+        args += ["-I", "64"]
+    out = perftest(connectx_fabric, tool, args)
+    assert re.search(r"ibv_wr\* API\s*:\s*ON", out), out
+    if tool != "ib_read_bw":
+        inline = re.search(r"Max inline data\s*:\s*(\d+)\[B\]", out)
+        assert inline and int(inline.group(1)) >= 64, out
+    check_table(out, tool, [64], 200)
+    wait_fabric_idle(connectx_fabric)
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_send_lat"])
+def test_connectx_all_sizes(connectx_fabric, tool):
+    """From inline sizes through 8 MiB on the ibv_wr_* path."""
+    out = perftest(connectx_fabric, tool, ["-a", "-n", "20"], timeout=400)
+    assert re.search(r"ibv_wr\* API\s*:\s*ON", out), out
+    check_table(out, tool, ALL_SIZES, 20)
+    wait_fabric_idle(connectx_fabric)
