@@ -34,7 +34,6 @@ using testing::kLidA;
 using testing::kLidB;
 using testing::kLocal;
 using testing::kQpnA;
-using testing::kQpnB;
 using testing::kRemote;
 using testing::Message;
 using testing::Region;
