@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,8 +21,11 @@ namespace {
 // traffic while an idle process costs nothing.
 constexpr engine::Nanos kSpinNs = 20'000;
 constexpr uint32_t kInboxSlots = 1024;
-// An application thread that polled within this window is taken as polling.
-constexpr engine::Nanos kAppPollGraceNs = 1'000'000;
+// An application thread that polled within this window is taken as polling
+// and left to drain the inbox. Short: a program may stop polling its CQ and
+// wait on memory for the peer's RDMA WRITE (ib_write_lat does), which then
+// lands only when the progress thread takes over again.
+constexpr engine::Nanos kAppPollGraceNs = 15'000;
 }  // namespace
 
 ProviderContext::~ProviderContext() {
@@ -156,6 +160,9 @@ void ProviderContext::watch_device() noexcept {
 
 void ProviderContext::progress_loop() noexcept {
   pthread_setname_np(pthread_self(), "ibemu-progress");
+  // Sleeps here are tens of microseconds: the default 50 us timer slack would
+  // double them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   engine::Nanos next_timer = 0;
   engine::Nanos last_scan = 0;
   engine::Nanos idle_since = 0;
@@ -180,8 +187,9 @@ void ProviderContext::progress_loop() noexcept {
     }
     if (app_polling) {
       // The application drains the inbox itself; only timers are ours.
-      // Sleep without asking producers to wake us.
-      engine::Nanos wait = kAppPollGraceNs;
+      // Sleep, without asking producers to wake us, until the window closes.
+      engine::Nanos wait = last_app_poll_.load(std::memory_order_relaxed) + kAppPollGraceNs - now;
+      wait = std::max<engine::Nanos>(wait, 1'000);
       if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
       inbox_.wait(wait, /*announce=*/false);
       idle_since = 0;
