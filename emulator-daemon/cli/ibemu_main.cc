@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -122,9 +123,20 @@ int cmd_up(const Options& o) {
   return 0;
 }
 
+// A process that exited but was not reaped yet (our daemons are reparented
+// to init, which may reap late) still answers kill(pid, 0): look at its state.
+bool running(int pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
 bool wait_gone(int pid, double seconds) {
   auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (kill(pid, 0) == 0) {
+  while (running(pid)) {
     if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
