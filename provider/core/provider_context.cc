@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/runtime_paths.h"
@@ -33,6 +34,20 @@ ProviderContext::~ProviderContext() {
   if (progress_.joinable()) {
     inbox_.wake();
     progress_.join();
+  }
+  if (engine_ && std::getenv("IBEMU_STATS")) {
+    // One line per context on exit: what crossed this HCA and what was lost.
+    auto& c = engine_->counters();
+    std::fprintf(stderr,
+                 "libibemu: %s rx_packets %llu rx_bytes %llu inbox_full_drops %llu "
+                 "rx_malformed %llu rx_unknown_qp %llu rx_wrong_dlid %llu\n",
+                 page_->devices[device_index_].name,
+                 static_cast<unsigned long long>(c.rx_packets.load()),
+                 static_cast<unsigned long long>(c.rx_bytes.load()),
+                 static_cast<unsigned long long>(inbox_.dropped()),
+                 static_cast<unsigned long long>(c.rx_malformed.load()),
+                 static_cast<unsigned long long>(c.rx_unknown_qp.load()),
+                 static_cast<unsigned long long>(c.rx_wrong_dlid.load()));
   }
   if (device_index_ >= 0 && daemon_.connected() && !daemon_lost_) {
     Json reply;
