@@ -1,6 +1,7 @@
-"""Async events as a real HCA raises them, seen by rdma-core's ibv_asyncwatch:
-PORT_ACTIVE when the subnet manager activates the ports, DEVICE_FATAL when
-the daemon (the HCA's firmware, so to speak) goes away."""
+"""Async and completion events as a real HCA raises them: PORT_ACTIVE when
+the subnet manager activates the ports, DEVICE_FATAL when the daemon (the
+HCA's firmware, so to speak) goes away (seen by ibv_asyncwatch), and CQ
+events through a completion channel's fd with poll() and epoll."""
 import time
 
 
@@ -32,3 +33,11 @@ def test_port_active_and_device_fatal_events(fresh_fabric):
     finally:
         watch.kill()
         watch.wait()
+
+
+def test_completion_channel_with_poll_and_epoll(fabric):
+    """Solicited-only and next-completion arming, events seen through poll()
+    and epoll on the channel fd, no event when not armed."""
+    from conftest import BUILD
+    r = fabric.run([str(BUILD / "bin" / "comp_channel_probe")], timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
