@@ -64,6 +64,12 @@ void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexc
   }
   resp_.in_send = false;
   enter_error();
+  // IBA 11.6.3.1: errors the responder finds in a request, that no
+  // completion of this QP reports, are affiliated asynchronous errors.
+  if (env_.on_event && code == NakCode::kInvalidRequest && local_status == WcStatus::kRemInvReqErr)
+    env_.on_event(init_.qpn, QpEvent::kReqErr);
+  if (env_.on_event && code == NakCode::kRemoteAccessError)
+    env_.on_event(init_.qpn, QpEvent::kAccessErr);
 }
 
 // IBA 9.6.1.1 (C9-40…): an RC/UC responder only takes packets from the QP it

@@ -326,3 +326,14 @@ def test_rereg_mr_changes_access_and_keeps_the_key(pair):
     assert poll_wcs(a.cq)[0].status == e.IBV_WC_SUCCESS
     a.post(e.IBV_WR_RDMA_WRITE, 64, peer=b)  # remote write was taken away
     expect_error(a, b, e.IBV_WC_REM_ACCESS_ERR)
+
+
+def test_responder_raises_access_error_event(pair):
+    """IBA 11.6.3.1: the target of a bad RDMA WRITE reports a Local Access
+    Violation Work Queue Error (IBV_EVENT_QP_ACCESS_ERR) on its own QP."""
+    a, b = pair
+    a.post(e.IBV_WR_RDMA_WRITE, 64, peer=b, rkey=b.mr.rkey ^ 0x77)
+    expect_error(a, b, e.IBV_WC_REM_ACCESS_ERR)
+    event = b.ctx.get_async_event()
+    assert event.event_type == e.IBV_EVENT_QP_ACCESS_ERR
+    event.ack()
