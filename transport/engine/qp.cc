@@ -222,7 +222,7 @@ void Qp::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noexcep
       c.opcode = WcOpcode::kSend;
       break;
   }
-  if (init_.send_cq) init_.send_cq->push(c, false);
+  if (init_.send_cq && !init_.send_cq->push(c, false)) on_cq_overrun();
 }
 
 void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
@@ -238,7 +238,16 @@ void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_
   c.src_qp = attr_.dest_qp_num;
   c.slid = slid;
   c.sl = attr_.ah.sl;
-  if (init_.recv_cq) init_.recv_cq->push(c, solicited);
+  if (init_.recv_cq && !init_.recv_cq->push(c, solicited)) on_cq_overrun();
+}
+
+// A completion that its CQ cannot take (IBA 11.4.2.1): the CQ is in error and
+// the work queue can no longer report anything — a catastrophic work queue
+// error (QP_FATAL, IBA 11.6.3.1), and the QP goes to the error state.
+void Qp::on_cq_overrun() noexcept {
+  if (attr_.qp_state == QpState::kErr) return;
+  enter_error();
+  if (env_.on_event) env_.on_event(init_.qpn, QpEvent::kFatal);
 }
 
 void Qp::flush_send_queue() noexcept {

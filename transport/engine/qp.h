@@ -65,6 +65,7 @@ class Qp {
  private:
   // qp.cc
   void enter_error() noexcept;                           // → ERR, flush both queues
+  void on_cq_overrun() noexcept;
   void flush_send_queue() noexcept;
   void flush_recv_queue() noexcept;
   void complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len = 0) noexcept;

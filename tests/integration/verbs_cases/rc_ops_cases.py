@@ -337,3 +337,25 @@ def test_responder_raises_access_error_event(pair):
     event = b.ctx.get_async_event()
     assert event.event_type == e.IBV_EVENT_QP_ACCESS_ERR
     event.ack()
+
+
+def test_cq_overrun_raises_cq_error_and_qp_fatal():
+    """IBA 11.4.2.1 / 11.6.3.1: a completion its CQ cannot hold puts the CQ in
+    error (IBV_EVENT_CQ_ERR) and the QP in the error state (IBV_EVENT_QP_FATAL)."""
+    a, b = Side("ibemu0"), Side("ibemu1")
+    b.cq = CQ(b.ctx, 2)  # a receive CQ with room for two completions
+    cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
+    b.qp = QP(b.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=b.cq, rcq=b.cq, cap=cap, sq_sig_all=0))
+    a.connect(b, timeout=8, retry_cnt=1)
+    b.connect(a)
+    for i in range(4):
+        b.post_recv(wr_id=i, length=64)
+    for i in range(3):
+        a.post(e.IBV_WR_SEND, 8, wr_id=i)
+    events = set()
+    for _ in range(2):
+        ev = b.ctx.get_async_event()
+        events.add(ev.event_type)
+        ev.ack()
+    assert events == {e.IBV_EVENT_CQ_ERR, e.IBV_EVENT_QP_FATAL}
+    assert qp_state(b) == e.IBV_QPS_ERR
