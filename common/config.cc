@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <fstream>
-#include <set>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,12 +14,18 @@ namespace ibemu {
 
 int mtu_enum_from_bytes(int bytes) {
   switch (bytes) {
-    case 256: return 1;
-    case 512: return 2;
-    case 1024: return 3;
-    case 2048: return 4;
-    case 4096: return 5;
-    default: return 0;
+    case 256:
+      return 1;
+    case 512:
+      return 2;
+    case 1024:
+      return 3;
+    case 2048:
+      return 4;
+    case 4096:
+      return 5;
+    default:
+      return 0;
   }
 }
 
@@ -53,8 +59,8 @@ Config Config::parse(const std::string& json_text) {
     throw std::runtime_error(std::string("config is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
-  static const char* known[] = {"devices", "max_mtu", "default_pkey", "subnet_prefix",
-                                "host_id", "log_level"};
+  static const char* known[] = {"devices",       "max_mtu", "default_pkey",
+                                "subnet_prefix", "host_id", "log_level"};
   for (auto& [key, _] : j.items()) {
     bool ok = false;
     for (auto* k : known) ok |= key == k;
@@ -68,9 +74,9 @@ Config Config::parse(const std::string& json_text) {
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
-      static const char* device_keys[] = {"name", "ports", "vendor_id", "vendor_part_id",
-                                          "hw_ver", "fw_ver", "board_id", "node_desc",
-                                          "node_guid", "sys_image_guid"};
+      static const char* device_keys[] = {
+          "name",   "ports",    "vendor_id", "vendor_part_id", "hw_ver",
+          "fw_ver", "board_id", "node_desc", "node_guid",      "sys_image_guid"};
       for (auto& d : j["devices"]) {
         if (!d.is_object()) throw std::runtime_error("each device must be a JSON object");
         for (auto& [key, _] : d.items()) {

@@ -9,8 +9,8 @@
 namespace ibemu {
 
 struct DeviceConfig {
-  std::string name;          // ibemu0
-  uint64_t node_guid = 0;    // host order; 0 = derived from host id and index
+  std::string name;        // ibemu0
+  uint64_t node_guid = 0;  // host order; 0 = derived from host id and index
   uint64_t sys_image_guid = 0;
   int ports = 2;
   uint32_t vendor_id = 0x02c9;       // IEEE OUI reported in ibv_devinfo
@@ -18,15 +18,15 @@ struct DeviceConfig {
   uint32_t hw_ver = 0;
   std::string fw_ver = "1.0.0";
   std::string board_id = "IBEMU0000000001";
-  std::string node_desc;     // default "<hostname> <name>"
+  std::string node_desc;  // default "<hostname> <name>"
 };
 
 struct Config {
   std::vector<DeviceConfig> devices;
-  int max_mtu = 4096;        // bytes: 256, 512, 1024, 2048 or 4096
+  int max_mtu = 4096;  // bytes: 256, 512, 1024, 2048 or 4096
   uint16_t default_pkey = 0xffff;
   uint64_t subnet_prefix = 0xfe80000000000000ull;
-  uint32_t host_id = 0;      // 0 = derived from the hostname; distinguishes GUIDs of hosts
+  uint32_t host_id = 0;  // 0 = derived from the hostname; distinguishes GUIDs of hosts
   std::string log_level = "info";
 
   /// Parses the JSON text; throws std::runtime_error with a readable reason.

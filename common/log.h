@@ -16,15 +16,18 @@ void log_line(LogLevel level, std::string_view text);
 
 template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_enabled(LogLevel::kDebug)) log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
+  if (log_enabled(LogLevel::kDebug))
+    log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_enabled(LogLevel::kInfo)) log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
+  if (log_enabled(LogLevel::kInfo))
+    log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_warn(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_enabled(LogLevel::kWarn)) log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
+  if (log_enabled(LogLevel::kWarn))
+    log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_error(fmt::format_string<Args...> f, Args&&... args) {

@@ -83,8 +83,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   bool finished_ = false;
 };
 
-ControlServer::ControlServer(asio::io_context& io, std::string socket_path,
-                             RequestHandler& handler)
+ControlServer::ControlServer(asio::io_context& io, std::string socket_path, RequestHandler& handler)
     : io_(io), socket_path_(std::move(socket_path)), handler_(handler), listener_(io) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -111,22 +110,21 @@ ControlServer::~ControlServer() { stop(); }
 void ControlServer::start() { do_accept(); }
 
 void ControlServer::do_accept() {
-  listener_.async_wait(asio::posix::descriptor::wait_read,
-                       [this](const boost::system::error_code& ec) {
-                         if (ec || stopped_) return;
-                         int fd = accept4(listener_.native_handle(), nullptr, nullptr,
-                                          SOCK_CLOEXEC | SOCK_NONBLOCK);
-                         if (fd >= 0) {
-                           ucred cred{};
-                           socklen_t len = sizeof(cred);
-                           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-                           SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
-                           auto session = std::make_shared<Session>(*this, fd, info);
-                           sessions_[info.id] = session;
-                           session->start();
-                         }
-                         do_accept();
-                       });
+  listener_.async_wait(
+      asio::posix::descriptor::wait_read, [this](const boost::system::error_code& ec) {
+        if (ec || stopped_) return;
+        int fd = accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+          ucred cred{};
+          socklen_t len = sizeof(cred);
+          getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+          SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
+          auto session = std::make_shared<Session>(*this, fd, info);
+          sessions_[info.id] = session;
+          session->start();
+        }
+        do_accept();
+      });
 }
 
 void ControlServer::on_session_closed(SessionId id) {

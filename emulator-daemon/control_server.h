@@ -3,13 +3,12 @@
 // runs one Session per client on the daemon's single io_context thread. The
 // server owns its sessions; stop() closes the listener and every session so
 // io_context::run() returns by itself.
-#include <utility>  // before Boost.Asio 1.74: its awaitable.hpp needs std::exchange
-#include <boost/asio.hpp>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+#include "emulator-daemon/asio.h"
 
 #include "common/control_channel.h"
 

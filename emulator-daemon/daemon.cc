@@ -45,11 +45,16 @@ bool unhex(const std::string& s, std::vector<uint8_t>* out) {
 
 const char* state_word(PortState s) {
   switch (s) {
-    case PortState::kDown: return "DOWN";
-    case PortState::kInit: return "INIT";
-    case PortState::kArmed: return "ARMED";
-    case PortState::kActive: return "ACTIVE";
-    default: return "NOP";
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kActive:
+      return "ACTIVE";
+    default:
+      return "NOP";
   }
 }
 }  // namespace
@@ -120,8 +125,8 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
-    log_info("process {} ({}) left: {} context(s), {} QP(s) reclaimed", s.pid, s.role,
-             c.contexts, freed);
+    log_info("process {} ({}) left: {} context(s), {} QP(s) reclaimed", s.pid, s.role, c.contexts,
+             freed);
   clients_.erase(it);
 }
 

@@ -1,11 +1,10 @@
 #pragma once
 // ibemud: owns the host's emulated HCAs (the subnet model and its SMA), the fake
 // sysfs tree, the state page, the QP directory and the control socket.
-#include <utility>  // before Boost.Asio 1.74: its awaitable.hpp needs std::exchange
-#include <boost/asio.hpp>
 #include <functional>
 #include <map>
 #include <memory>
+#include "emulator-daemon/asio.h"
 
 #include "common/config.h"
 #include "common/runtime_paths.h"

@@ -1,19 +1,18 @@
 // ibemud: the per-host emulator daemon. Runs in the foreground; `ibemu up`
 // starts it in the background with its log in the runtime directory.
+#include <sys/stat.h>
 #include <CLI/CLI.hpp>
-#include <utility>  // before Boost.Asio 1.74: its awaitable.hpp needs std::exchange
-#include <boost/asio.hpp>
 #include <filesystem>
 #include <iostream>
-#include <sys/stat.h>
+#include "emulator-daemon/asio.h"
 
 #include <csignal>
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/daemon.h"
-#include "common/runtime_lock.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ibemud - the ibemu emulated-InfiniBand daemon"};

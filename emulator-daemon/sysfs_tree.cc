@@ -30,20 +30,29 @@ void must_write(const std::string& path, const std::string& value) {
 
 const char* state_name(PortState s) {
   switch (s) {
-    case PortState::kDown: return "1: DOWN";
-    case PortState::kInit: return "2: INIT";
-    case PortState::kArmed: return "3: ARMED";
-    case PortState::kActive: return "4: ACTIVE";
-    default: return "0: NOP";
+    case PortState::kDown:
+      return "1: DOWN";
+    case PortState::kInit:
+      return "2: INIT";
+    case PortState::kArmed:
+      return "3: ARMED";
+    case PortState::kActive:
+      return "4: ACTIVE";
+    default:
+      return "0: NOP";
   }
 }
 
 const char* phys_state_name(PhysState s) {
   switch (s) {
-    case PhysState::kSleep: return "1: Sleep";
-    case PhysState::kPolling: return "2: Polling";
-    case PhysState::kDisabled: return "3: Disabled";
-    case PhysState::kLinkUp: return "5: LinkUp";
+    case PhysState::kSleep:
+      return "1: Sleep";
+    case PhysState::kPolling:
+      return "2: Polling";
+    case PhysState::kDisabled:
+      return "3: Disabled";
+    case PhysState::kLinkUp:
+      return "5: LinkUp";
   }
   return "0: <unknown>";
 }

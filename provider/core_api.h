@@ -21,46 +21,44 @@ struct ibemu_core_qp;
 
 /* Opens the emulated device `ibdev_name` through the local ibemud. On success
  * *async_fd is the read end of the context's async event pipe. */
-struct ibemu_core_context *ibemu_core_open(const char *ibdev_name, int *async_fd, int *err);
-void ibemu_core_close(struct ibemu_core_context *ctx);
+struct ibemu_core_context* ibemu_core_open(const char* ibdev_name, int* async_fd, int* err);
+void ibemu_core_close(struct ibemu_core_context* ctx);
 
-int ibemu_core_query_device_ex(struct ibemu_core_context *ctx, struct ibv_device_attr_ex *attr,
+int ibemu_core_query_device_ex(struct ibemu_core_context* ctx, struct ibv_device_attr_ex* attr,
                                size_t attr_size);
-int ibemu_core_query_port(struct ibemu_core_context *ctx, uint8_t port,
-                          struct ibv_port_attr *attr);
+int ibemu_core_query_port(struct ibemu_core_context* ctx, uint8_t port, struct ibv_port_attr* attr);
 
-uint32_t ibemu_core_alloc_pd(struct ibemu_core_context *ctx);
-int ibemu_core_reg_mr(struct ibemu_core_context *ctx, uint32_t pd, void *addr, size_t length,
-                      uint64_t iova, int access, uint32_t *key);
-int ibemu_core_dereg_mr(struct ibemu_core_context *ctx, uint32_t key);
+uint32_t ibemu_core_alloc_pd(struct ibemu_core_context* ctx);
+int ibemu_core_reg_mr(struct ibemu_core_context* ctx, uint32_t pd, void* addr, size_t length,
+                      uint64_t iova, int access, uint32_t* key);
+int ibemu_core_dereg_mr(struct ibemu_core_context* ctx, uint32_t key);
 /* ibv_rereg_mr: `flags` are IBV_REREG_MR_*; the key stays the same. */
-int ibemu_core_rereg_mr(struct ibemu_core_context *ctx, uint32_t key, int flags, uint32_t pd,
-                        void *addr, size_t length, int access);
+int ibemu_core_rereg_mr(struct ibemu_core_context* ctx, uint32_t key, int flags, uint32_t pd,
+                        void* addr, size_t length, int access);
 
 /* `cq` is the libibverbs object reported through the completion channel. */
-struct ibemu_core_cq *ibemu_core_create_cq(struct ibemu_core_context *ctx, int cqe,
-                                           struct ibv_cq *cq, int channel_fd, int *err);
-int ibemu_core_destroy_cq(struct ibemu_core_cq *cq);
-int ibemu_core_poll_cq(struct ibemu_core_cq *cq, int n, struct ibv_wc *wc);
-int ibemu_core_req_notify_cq(struct ibemu_core_cq *cq, int solicited_only);
-int ibemu_core_resize_cq(struct ibemu_core_cq *cq, int cqe);
+struct ibemu_core_cq* ibemu_core_create_cq(struct ibemu_core_context* ctx, int cqe,
+                                           struct ibv_cq* cq, int channel_fd, int* err);
+int ibemu_core_destroy_cq(struct ibemu_core_cq* cq);
+int ibemu_core_poll_cq(struct ibemu_core_cq* cq, int n, struct ibv_wc* wc);
+int ibemu_core_req_notify_cq(struct ibemu_core_cq* cq, int solicited_only);
+int ibemu_core_resize_cq(struct ibemu_core_cq* cq, int cqe);
 
 /* Validates the attributes (caps are updated to what was granted) and
  * allocates the QP number through the daemon. `ibqp` is the libibverbs object
  * its async events name. */
-struct ibemu_core_qp *ibemu_core_create_qp(struct ibemu_core_context *ctx, struct ibv_qp *ibqp,
-                                           struct ibv_qp_init_attr_ex *attr, uint32_t pd,
-                                           struct ibemu_core_cq *send_cq,
-                                           struct ibemu_core_cq *recv_cq, uint32_t *qpn,
-                                           int *err);
-int ibemu_core_destroy_qp(struct ibemu_core_qp *qp);
-int ibemu_core_modify_qp(struct ibemu_core_qp *qp, struct ibv_qp_attr *attr, int mask);
-int ibemu_core_query_qp(struct ibemu_core_qp *qp, struct ibv_qp_attr *attr, int mask,
-                        struct ibv_qp_init_attr *init);
-int ibemu_core_post_send(struct ibemu_core_qp *qp, struct ibv_send_wr *wr,
-                         struct ibv_send_wr **bad);
-int ibemu_core_post_recv(struct ibemu_core_qp *qp, struct ibv_recv_wr *wr,
-                         struct ibv_recv_wr **bad);
+struct ibemu_core_qp* ibemu_core_create_qp(struct ibemu_core_context* ctx, struct ibv_qp* ibqp,
+                                           struct ibv_qp_init_attr_ex* attr, uint32_t pd,
+                                           struct ibemu_core_cq* send_cq,
+                                           struct ibemu_core_cq* recv_cq, uint32_t* qpn, int* err);
+int ibemu_core_destroy_qp(struct ibemu_core_qp* qp);
+int ibemu_core_modify_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask);
+int ibemu_core_query_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask,
+                        struct ibv_qp_init_attr* init);
+int ibemu_core_post_send(struct ibemu_core_qp* qp, struct ibv_send_wr* wr,
+                         struct ibv_send_wr** bad);
+int ibemu_core_post_recv(struct ibemu_core_qp* qp, struct ibv_recv_wr* wr,
+                         struct ibv_recv_wr** bad);
 
 /* ---- The ibv_wr_* API (provider/core/qp_ex_api.cc) ----
  * A builder accumulates the WRs of one ibv_wr_start() .. ibv_wr_complete()

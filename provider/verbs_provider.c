@@ -19,17 +19,17 @@
 
 /* ---- device ---- */
 
-static bool ibemu_match_device(struct verbs_sysfs_dev *sysfs_dev) {
+static bool ibemu_match_device(struct verbs_sysfs_dev* sysfs_dev) {
   return strncmp(sysfs_dev->ibdev_name, "ibemu", 5) == 0;
 }
 
-static struct verbs_device *ibemu_alloc_device(struct verbs_sysfs_dev *sysfs_dev) {
+static struct verbs_device* ibemu_alloc_device(struct verbs_sysfs_dev* sysfs_dev) {
   (void)sysfs_dev;
-  struct ibemu_device *dev = calloc(1, sizeof(*dev));
+  struct ibemu_device* dev = calloc(1, sizeof(*dev));
   return dev ? &dev->vdev : NULL;
 }
 
-static void ibemu_uninit_device(struct verbs_device *vdev) {
+static void ibemu_uninit_device(struct verbs_device* vdev) {
   free(IBEMU_CONTAINER_OF(vdev, struct ibemu_device, vdev));
 }
 
@@ -39,8 +39,8 @@ static void ibemu_uninit_device(struct verbs_device *vdev) {
  * was built with (ibv_query_device_ex is inline), or sizeof(orig_attr) from
  * ibv_query_device: older programs pass less, newer ones more. Fill what both
  * sides know and zero the rest, as the kernel's query does. */
-static int ibemu_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
-                                 struct ibv_device_attr_ex *attr, size_t attr_size) {
+static int ibemu_query_device_ex(struct ibv_context* c, const struct ibv_query_device_ex_input* in,
+                                 struct ibv_device_attr_ex* attr, size_t attr_size) {
   struct ibv_device_attr_ex full;
   int err;
   if (in && in->comp_mask) return EINVAL;
@@ -62,12 +62,12 @@ static int ibemu_query_device_ex(struct ibv_context *c, const struct ibv_query_d
   return 0;
 }
 
-static int ibemu_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr) {
+static int ibemu_query_port(struct ibv_context* c, uint8_t port, struct ibv_port_attr* attr) {
   return ibemu_core_query_port(to_ctx(c)->core, port, attr);
 }
 
-static struct ibv_pd *ibemu_alloc_pd(struct ibv_context *c) {
-  struct ibemu_pd *pd = calloc(1, sizeof(*pd));
+static struct ibv_pd* ibemu_alloc_pd(struct ibv_context* c) {
+  struct ibemu_pd* pd = calloc(1, sizeof(*pd));
   if (!pd) {
     errno = ENOMEM;
     return NULL;
@@ -77,14 +77,14 @@ static struct ibv_pd *ibemu_alloc_pd(struct ibv_context *c) {
   return &pd->pd;
 }
 
-static int ibemu_dealloc_pd(struct ibv_pd *pd) {
+static int ibemu_dealloc_pd(struct ibv_pd* pd) {
   free(to_pd(pd));
   return 0;
 }
 
-static struct ibv_mr *ibemu_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va,
+static struct ibv_mr* ibemu_reg_mr(struct ibv_pd* pd, void* addr, size_t length, uint64_t hca_va,
                                    int access) {
-  struct verbs_mr *vmr = calloc(1, sizeof(*vmr));
+  struct verbs_mr* vmr = calloc(1, sizeof(*vmr));
   uint32_t key;
   int err;
   if (!vmr) {
@@ -105,27 +105,27 @@ static struct ibv_mr *ibemu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
   return &vmr->ibv_mr;
 }
 
-static int ibemu_dereg_mr(struct verbs_mr *vmr) {
+static int ibemu_dereg_mr(struct verbs_mr* vmr) {
   int err = ibemu_core_dereg_mr(to_ctx(vmr->ibv_mr.context)->core, vmr->ibv_mr.lkey);
   if (err) return err;
   free(vmr);
   return 0;
 }
 
-static int ibemu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+static int ibemu_rereg_mr(struct verbs_mr* vmr, int flags, struct ibv_pd* pd, void* addr,
                           size_t length, int access) {
-  struct ibv_mr *mr = &vmr->ibv_mr;
+  struct ibv_mr* mr = &vmr->ibv_mr;
   uint32_t pd_id = (flags & IBV_REREG_MR_CHANGE_PD) ? to_pd(pd)->id : to_pd(mr->pd)->id;
-  int err = ibemu_core_rereg_mr(to_ctx(mr->context)->core, mr->lkey, flags, pd_id, addr, length,
-                                access);
+  int err =
+      ibemu_core_rereg_mr(to_ctx(mr->context)->core, mr->lkey, flags, pd_id, addr, length, access);
   if (err) return err;
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) vmr->access = access;
   return 0;
 }
 
-static struct ibv_cq *ibemu_create_cq(struct ibv_context *c, int cqe,
-                                      struct ibv_comp_channel *channel, int comp_vector) {
-  struct ibemu_cq *cq;
+static struct ibv_cq* ibemu_create_cq(struct ibv_context* c, int cqe,
+                                      struct ibv_comp_channel* channel, int comp_vector) {
+  struct ibemu_cq* cq;
   int err;
   if (comp_vector < 0 || comp_vector >= c->num_comp_vectors) {
     errno = EINVAL;
@@ -136,8 +136,8 @@ static struct ibv_cq *ibemu_create_cq(struct ibv_context *c, int cqe,
     errno = ENOMEM;
     return NULL;
   }
-  cq->core = ibemu_core_create_cq(to_ctx(c)->core, cqe, &cq->vcq.cq, channel ? channel->fd : -1,
-                                  &err);
+  cq->core =
+      ibemu_core_create_cq(to_ctx(c)->core, cqe, &cq->vcq.cq, channel ? channel->fd : -1, &err);
   if (!cq->core) {
     free(cq);
     errno = err;
@@ -147,8 +147,8 @@ static struct ibv_cq *ibemu_create_cq(struct ibv_context *c, int cqe,
   return &cq->vcq.cq;
 }
 
-static int ibemu_destroy_cq(struct ibv_cq *ibcq) {
-  struct ibemu_cq *cq = to_cq(ibcq);
+static int ibemu_destroy_cq(struct ibv_cq* ibcq) {
+  struct ibemu_cq* cq = to_cq(ibcq);
   int err = ibemu_core_destroy_cq(cq->core);
   if (err) return err;
   ibemu_cq_ex_fini(cq);
@@ -156,24 +156,24 @@ static int ibemu_destroy_cq(struct ibv_cq *ibcq) {
   return 0;
 }
 
-static int ibemu_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+static int ibemu_poll_cq(struct ibv_cq* cq, int n, struct ibv_wc* wc) {
   return ibemu_core_poll_cq(to_cq(cq)->core, n, wc);
 }
 
-static int ibemu_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
+static int ibemu_req_notify_cq(struct ibv_cq* cq, int solicited_only) {
   return ibemu_core_req_notify_cq(to_cq(cq)->core, solicited_only);
 }
 
-static void ibemu_cq_event(struct ibv_cq *cq) { (void)cq; }
+static void ibemu_cq_event(struct ibv_cq* cq) { (void)cq; }
 
-static int ibemu_resize_cq(struct ibv_cq *cq, int cqe) {
+static int ibemu_resize_cq(struct ibv_cq* cq, int cqe) {
   int err = ibemu_core_resize_cq(to_cq(cq)->core, cqe);
   if (!err) cq->cqe = cqe;
   return err;
 }
 
-static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr) {
-  struct ibemu_qp *qp;
+static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr) {
+  struct ibemu_qp* qp;
   uint32_t qpn;
   int err;
   const uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -205,7 +205,7 @@ static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init
     errno = err;
     return NULL;
   }
-  struct ibv_qp *q = &qp->vqp.qp;
+  struct ibv_qp* q = &qp->vqp.qp;
   q->context = c;
   q->qp_context = attr->qp_context;
   q->pd = attr->pd;
@@ -222,9 +222,9 @@ static struct ibv_qp *create_qp_common(struct ibv_context *c, struct ibv_qp_init
   return q;
 }
 
-static struct ibv_qp *ibemu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr) {
+static struct ibv_qp* ibemu_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
   struct ibv_qp_init_attr_ex ex;
-  struct ibv_qp *qp;
+  struct ibv_qp* qp;
   memset(&ex, 0, sizeof(ex));
   ex.qp_context = attr->qp_context;
   ex.send_cq = attr->send_cq;
@@ -240,12 +240,12 @@ static struct ibv_qp *ibemu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr
   return qp;
 }
 
-static struct ibv_qp *ibemu_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr) {
+static struct ibv_qp* ibemu_create_qp_ex(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr) {
   return create_qp_common(c, attr);
 }
 
-static int ibemu_destroy_qp(struct ibv_qp *ibqp) {
-  struct ibemu_qp *qp = to_qp(ibqp);
+static int ibemu_destroy_qp(struct ibv_qp* ibqp) {
+  struct ibemu_qp* qp = to_qp(ibqp);
   int err = ibemu_core_destroy_qp(qp->core);
   if (err) return err;
   ibemu_qp_ex_fini(qp);
@@ -253,14 +253,14 @@ static int ibemu_destroy_qp(struct ibv_qp *ibqp) {
   return 0;
 }
 
-static int ibemu_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+static int ibemu_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask) {
   int err = ibemu_core_modify_qp(to_qp(qp)->core, attr, mask);
   if (!err && (mask & IBV_QP_STATE)) qp->state = attr->qp_state;
   return err;
 }
 
-static int ibemu_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
-                          struct ibv_qp_init_attr *init) {
+static int ibemu_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask,
+                          struct ibv_qp_init_attr* init) {
   int err = ibemu_core_query_qp(to_qp(qp)->core, attr, mask, init);
   if (!err && init) {
     init->qp_context = qp->qp_context;
@@ -271,16 +271,16 @@ static int ibemu_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
   return err;
 }
 
-static int ibemu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+static int ibemu_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad) {
   return ibemu_core_post_send(to_qp(qp)->core, wr, bad);
 }
 
-static int ibemu_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+static int ibemu_post_recv(struct ibv_qp* qp, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
   return ibemu_core_post_recv(to_qp(qp)->core, wr, bad);
 }
 
-static void ibemu_free_context(struct ibv_context *c) {
-  struct ibemu_context *ctx = to_ctx(c);
+static void ibemu_free_context(struct ibv_context* c) {
+  struct ibemu_context* ctx = to_ctx(c);
   ibemu_core_close(ctx->core);
   verbs_uninit_context(&ctx->vctx);
   free(ctx);
@@ -311,13 +311,13 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .resize_cq = ibemu_resize_cq,
 };
 
-static struct verbs_context *ibemu_alloc_context(struct ibv_device *ibdev, int cmd_fd,
-                                                 void *private_data) {
-  struct ibemu_context *ctx;
+static struct verbs_context* ibemu_alloc_context(struct ibv_device* ibdev, int cmd_fd,
+                                                 void* private_data) {
+  struct ibemu_context* ctx;
   int async_fd, err;
   (void)private_data;
   ctx = _verbs_init_and_alloc_context(ibdev, cmd_fd, sizeof(*ctx),
-                                      &((struct ibemu_context *)NULL)->vctx, 0 /* unknown id */);
+                                      &((struct ibemu_context*)NULL)->vctx, 0 /* unknown id */);
   if (!ctx) return NULL;
   ctx->core = ibemu_core_open(ibdev->name, &async_fd, &err);
   if (!ctx->core) {

@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 
 #include "common/control_channel.h"
+#include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/environment.h"
-#include "common/runtime_lock.h"
 
 namespace {
 
@@ -102,8 +102,8 @@ int cmd_up(const Options& o) {
   }
   if (o.no_sm) return 0;
   if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
-    pid_t pid = spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir},
-                                 paths.sm_log());
+    pid_t pid =
+        spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir}, paths.sm_log());
     std::cout << "ibemu-sm started (pid " << pid << ")\n";
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
@@ -175,10 +175,9 @@ int cmd_status(const Options& o) {
   if (reply["sm"].is_null())
     std::cout << "no subnet manager attached (start one with: ibemu up)\n";
   else
-    std::cout << fmt::format("subnet manager: ibemu-sm pid {} on {} port {}\n",
-                             reply["sm"]["pid"].get<int>(),
-                             reply["sm"]["device"].get<std::string>(),
-                             reply["sm"]["port"].get<int>());
+    std::cout << fmt::format(
+        "subnet manager: ibemu-sm pid {} on {} port {}\n", reply["sm"]["pid"].get<int>(),
+        reply["sm"]["device"].get<std::string>(), reply["sm"]["port"].get<int>());
   for (auto& dev : reply["devices"]) {
     std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
                              dev["node_guid"].get<std::string>());

@@ -66,9 +66,9 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
   }
   Json reply;
   std::vector<int> fds;
-  if (daemon_.request({{"op", "hello"}, {"role", "provider"}, {"pid", getpid()},
-                       {"want_state_page", true}},
-                      &reply, {}, &fds) ||
+  if (daemon_.request(
+          {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}},
+          &reply, {}, &fds) ||
       !reply.value("ok", false) || fds.size() != 1) {
     for (int fd : fds) close(fd);
     return EIO;
@@ -164,8 +164,10 @@ void ProviderContext::watch_device() noexcept {
     PortStateView& was = last_ports_[p - 1];
     const uint8_t active = static_cast<uint8_t>(PortState::kActive);
     if (now.state != was.state) {
-      if (now.state == active) post_async_event(p, IBV_EVENT_PORT_ACTIVE);
-      else if (was.state == active) post_async_event(p, IBV_EVENT_PORT_ERR);
+      if (now.state == active)
+        post_async_event(p, IBV_EVENT_PORT_ACTIVE);
+      else if (was.state == active)
+        post_async_event(p, IBV_EVENT_PORT_ERR);
     }
     if (now.lid != was.lid && now.state == active) post_async_event(p, IBV_EVENT_LID_CHANGE);
     if (now.sm_lid != was.sm_lid && now.state == active) post_async_event(p, IBV_EVENT_SM_CHANGE);

@@ -27,7 +27,9 @@ class ProviderContext : public engine::PortTable {
 
   engine::PortAddress port(uint8_t port_num) const noexcept override;
   const DeviceStateView& device() const { return page_->devices[device_index_]; }
-  PortStateView port_view(uint8_t port_num) const { return page_->read_port(device_index_, port_num - 1); }
+  PortStateView port_view(uint8_t port_num) const {
+    return page_->read_port(device_index_, port_num - 1);
+  }
   int num_ports() const { return static_cast<int>(device().num_ports); }
   int device_index() const { return device_index_; }
 

@@ -52,7 +52,8 @@ static_assert(static_cast<int>(WcOpcode::kRecvRdmaWithImm) == IBV_WC_RECV_RDMA_W
 static_assert(static_cast<int>(WrOpcode::kSendWithInv) == IBV_WR_SEND_WITH_INV);
 static_assert(int{kQpDestQpn} == int{IBV_QP_DEST_QPN});
 static_assert(int{kQpMaxDestRdAtomic} == int{IBV_QP_MAX_DEST_RD_ATOMIC});
-static_assert(int{kSendInline} == int{IBV_SEND_INLINE} && int{kSendSignaled} == int{IBV_SEND_SIGNALED});
+static_assert(int{kSendInline} == int{IBV_SEND_INLINE} &&
+              int{kSendSignaled} == int{IBV_SEND_SIGNALED});
 static_assert(int{kAccessRemoteAtomic} == int{IBV_ACCESS_REMOTE_ATOMIC});
 static_assert(static_cast<int>(QpState::kErr) == IBV_QPS_ERR);
 static_assert(int{kWcWithImm} == int{IBV_WC_WITH_IMM} && int{kWcGrh} == int{IBV_WC_GRH});
@@ -212,11 +213,10 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
   uint64_t new_iova = reinterpret_cast<uintptr_t>(addr), new_length = length;
   uint32_t new_access = static_cast<uint32_t>(access);
   const bool translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
-  bool ok = c->ctx.engine().mrs().modify(key, (flags & IBV_REREG_MR_CHANGE_PD) ? &pd : nullptr,
-                                         translation ? &new_addr : nullptr,
-                                         translation ? &new_iova : nullptr,
-                                         translation ? &new_length : nullptr,
-                                         (flags & IBV_REREG_MR_CHANGE_ACCESS) ? &new_access : nullptr);
+  bool ok = c->ctx.engine().mrs().modify(
+      key, (flags & IBV_REREG_MR_CHANGE_PD) ? &pd : nullptr, translation ? &new_addr : nullptr,
+      translation ? &new_iova : nullptr, translation ? &new_length : nullptr,
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) ? &new_access : nullptr);
   return ok ? 0 : EINVAL;
 }
 
@@ -278,8 +278,7 @@ int ibemu_core_poll_cq(ibemu_core_cq* cq, int n, ibv_wc* wc) {
     // poller that keeps finding nothing yields, so on a host with fewer cores
     // than busy pollers the other side gets to run (a hardware HCA would not
     // need this; here it turns milliseconds of waiting into microseconds).
-    if (cq->empty_polls.fetch_add(1, std::memory_order_relaxed) >= kPollsBeforeYield)
-      sched_yield();
+    if (cq->empty_polls.fetch_add(1, std::memory_order_relaxed) >= kPollsBeforeYield) sched_yield();
     return 0;
   }
   cq->empty_polls.store(0, std::memory_order_relaxed);
@@ -312,15 +311,20 @@ int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
 }
 
 ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_init_attr_ex* attr,
-                                    uint32_t pd,
-                                    ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq, uint32_t* qpn,
-                                    int* err) {
+                                    uint32_t pd, ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq,
+                                    uint32_t* qpn, int* err) {
   *err = 0;
   QpType type;
   switch (attr->qp_type) {
-    case IBV_QPT_RC: type = QpType::kRc; break;
-    case IBV_QPT_UC: type = QpType::kUc; break;
-    default: *err = EOPNOTSUPP; return nullptr;  // UD, XRC: not offered by this HCA yet
+    case IBV_QPT_RC:
+      type = QpType::kRc;
+      break;
+    case IBV_QPT_UC:
+      type = QpType::kUc;
+      break;
+    default:
+      *err = EOPNOTSUPP;
+      return nullptr;  // UD, XRC: not offered by this HCA yet
   }
   if (attr->srq) *err = EOPNOTSUPP;  // SRQs are not offered yet (max_srq = 0)
   if (!send_cq || !recv_cq) *err = EINVAL;
@@ -440,8 +444,8 @@ int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > q->owner->ctx.num_ports()))
     return EINVAL;
   if ((mask & IBV_QP_PATH_MTU) &&
-      a->path_mtu > q->owner->ctx.port_view(q->qp->query().port_num ? q->qp->query().port_num : 1)
-                        .max_mtu)
+      a->path_mtu >
+          q->owner->ctx.port_view(q->qp->query().port_num ? q->qp->query().port_num : 1).max_mtu)
     return EINVAL;
   return q->qp->modify(attr, static_cast<uint32_t>(mask));
 }
@@ -498,9 +502,8 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.swap = wr.wr.atomic.swap;
     }
   };
-  return post_in_batches<SendWqe>(wr, bad, convert, [q](const SendWqe* w, int n, int* b) {
-    return q->qp->post_send(w, n, b);
-  });
+  return post_in_batches<SendWqe>(
+      wr, bad, convert, [q](const SendWqe* w, int n, int* b) { return q->qp->post_send(w, n, b); });
 }
 
 int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -508,9 +511,8 @@ int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     w.wr_id = wr.wr_id;
     copy_sges(wr, w);
   };
-  return post_in_batches<RecvWqe>(wr, bad, convert, [q](const RecvWqe* w, int n, int* b) {
-    return q->qp->post_recv(w, n, b);
-  });
+  return post_in_batches<RecvWqe>(
+      wr, bad, convert, [q](const RecvWqe* w, int n, int* b) { return q->qp->post_recv(w, n, b); });
 }
 
 }  // extern "C"

@@ -18,18 +18,18 @@ static double cpu_seconds(void) {
          ru.ru_stime.tv_usec * 1e-6;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int seconds = argc > 1 ? atoi(argv[1]) : 5;
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  struct ibv_context* ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
   if (!ctx) return 2;
-  struct ibv_pd *pd = ibv_alloc_pd(ctx);
-  struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
   static char buf[4096];
-  struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                  .cap = {4, 4, 1, 1, 0}};
-  struct ibv_qp *qp = ibv_create_qp(pd, &init);
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_qp_init_attr init = {
+      .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = {4, 4, 1, 1, 0}};
+  struct ibv_qp* qp = ibv_create_qp(pd, &init);
   struct ibv_port_attr pa;
   ibv_query_port(ctx, 1, &pa);
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};

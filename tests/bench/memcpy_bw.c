@@ -16,7 +16,7 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     size_t size = strtoull(argv[i], NULL, 0);
     /* Rotate over buffers larger than the caches for large sizes, as a

@@ -16,16 +16,16 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-static struct ibv_context *open_dev(const char *name) {
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_context *ctx = NULL;
+static struct ibv_context* open_dev(const char* name) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  struct ibv_context* ctx = NULL;
   for (int i = 0; list && list[i]; ++i)
     if (!strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
   ibv_free_device_list(list);
   return ctx;
 }
 
-static int connect(struct ibv_qp *qp, struct ibv_qp *peer, uint16_t lid) {
+static int connect(struct ibv_qp* qp, struct ibv_qp* peer, uint16_t lid) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
   if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return -1;
@@ -37,8 +37,9 @@ static int connect(struct ibv_qp *qp, struct ibv_qp *peer, uint16_t lid) {
   a.min_rnr_timer = 1;
   a.ah_attr.dlid = lid;
   a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (ibv_modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return -1;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTS;
@@ -46,8 +47,9 @@ static int connect(struct ibv_qp *qp, struct ibv_qp *peer, uint16_t lid) {
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 #define FAIL(...)                 \
@@ -64,17 +66,17 @@ int main(void) {
   ibv_query_port(ca, 1, &pa);
   ibv_query_port(cb, 1, &pb);
   struct ibv_pd *pda = ibv_alloc_pd(ca), *pdb = ibv_alloc_pd(cb);
-  struct ibv_comp_channel *ch = ibv_create_comp_channel(cb);
+  struct ibv_comp_channel* ch = ibv_create_comp_channel(cb);
   if (!ch) FAIL("ibv_create_comp_channel failed");
-  struct ibv_cq *cqa = ibv_create_cq(ca, 16, NULL, NULL, 0);
-  struct ibv_cq *cqb = ibv_create_cq(cb, 16, (void *)0x1234, ch, 0);
+  struct ibv_cq* cqa = ibv_create_cq(ca, 16, NULL, NULL, 0);
+  struct ibv_cq* cqb = ibv_create_cq(cb, 16, (void*)0x1234, ch, 0);
   static char bufa[64], bufb[4096];
-  struct ibv_mr *mra = ibv_reg_mr(pda, bufa, sizeof(bufa), IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_mr *mrb = ibv_reg_mr(pdb, bufb, sizeof(bufb), IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_qp_init_attr ia = {.send_cq = cqa, .recv_cq = cqa, .qp_type = IBV_QPT_RC,
-                                .cap = {8, 8, 1, 1, 0}};
-  struct ibv_qp_init_attr ib = {.send_cq = cqb, .recv_cq = cqb, .qp_type = IBV_QPT_RC,
-                                .cap = {8, 8, 1, 1, 0}};
+  struct ibv_mr* mra = ibv_reg_mr(pda, bufa, sizeof(bufa), IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr* mrb = ibv_reg_mr(pdb, bufb, sizeof(bufb), IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_qp_init_attr ia = {
+      .send_cq = cqa, .recv_cq = cqa, .qp_type = IBV_QPT_RC, .cap = {8, 8, 1, 1, 0}};
+  struct ibv_qp_init_attr ib = {
+      .send_cq = cqb, .recv_cq = cqb, .qp_type = IBV_QPT_RC, .cap = {8, 8, 1, 1, 0}};
   struct ibv_qp *qa = ibv_create_qp(pda, &ia), *qb = ibv_create_qp(pdb, &ib);
   if (!cqa || !cqb || !mra || !mrb || !qa || !qb) FAIL("setup failed");
   if (connect(qa, qb, pb.lid) || connect(qb, qa, pa.lid)) FAIL("connect failed");
@@ -89,16 +91,18 @@ int main(void) {
   epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ev);
   struct ibv_wc wc[8];
   unsigned events = 0;
-#define SEND(flags)                                                                         \
-  do {                                                                                      \
-    struct ibv_sge s = {(uintptr_t)bufa, 8, mra->lkey};                                     \
-    struct ibv_send_wr w = {.sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,             \
-                            .send_flags = IBV_SEND_SIGNALED | (flags)},                     \
-                       *bad;                                                                \
-    if (ibv_post_send(qa, &w, &bad)) FAIL("post_send failed");                               \
-    int got = 0;                                                                            \
-    for (int spin = 0; spin < 20000000 && !got; ++spin) got = ibv_poll_cq(cqa, 1, wc);       \
-    if (got != 1 || wc[0].status != IBV_WC_SUCCESS) FAIL("send did not complete");          \
+#define SEND(flags)                                                                    \
+  do {                                                                                 \
+    struct ibv_sge s = {(uintptr_t)bufa, 8, mra->lkey};                                \
+    struct ibv_send_wr w = {.sg_list = &s,                                             \
+                            .num_sge = 1,                                              \
+                            .opcode = IBV_WR_SEND,                                     \
+                            .send_flags = IBV_SEND_SIGNALED | (flags)},                \
+                       *bad;                                                           \
+    if (ibv_post_send(qa, &w, &bad)) FAIL("post_send failed");                         \
+    int got = 0;                                                                       \
+    for (int spin = 0; spin < 20000000 && !got; ++spin) got = ibv_poll_cq(cqa, 1, wc); \
+    if (got != 1 || wc[0].status != IBV_WC_SUCCESS) FAIL("send did not complete");     \
   } while (0)
 
   /* 1. Solicited-only arming ignores an unsolicited message. */
@@ -108,9 +112,9 @@ int main(void) {
   /* 2. A solicited one raises it. */
   SEND(IBV_SEND_SOLICITED);
   if (poll(&pfd, 1, 5000) != 1 || !(pfd.revents & POLLIN)) FAIL("step 2: no event");
-  struct ibv_cq *evcq;
-  void *evctx;
-  if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != cqb || evctx != (void *)0x1234)
+  struct ibv_cq* evcq;
+  void* evctx;
+  if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != cqb || evctx != (void*)0x1234)
     FAIL("step 2: ibv_get_cq_event returned the wrong CQ or context");
   ++events;
   if (ibv_poll_cq(cqb, 8, wc) != 2) FAIL("step 2: expected two receive completions");

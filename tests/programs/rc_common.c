@@ -5,7 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int tcp_connect(const char *server_name, int tcp_port) {
+int tcp_connect(const char* server_name, int tcp_port) {
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res, *it;
   char port[16];
   int fd = -1;
@@ -39,14 +39,13 @@ int tcp_connect(const char *server_name, int tcp_port) {
   return fd;
 }
 
-int exchange(int fd, const void *out, void *in, size_t n) {
+int exchange(int fd, const void* out, void* in, size_t n) {
   if (write(fd, out, n) != (ssize_t)n) return -1;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = read(fd, (char *)in + got, n - got);
+    ssize_t r = read(fd, (char*)in + got, n - got);
     if (r <= 0) return -1;
     got += r;
   }
   return 0;
 }
-

@@ -10,8 +10,8 @@
 
 /* With a server name: connects (retrying while the server starts).
  * Without: listens on tcp_port and accepts one connection. -1 on error. */
-int tcp_connect(const char *server_name, int tcp_port);
+int tcp_connect(const char* server_name, int tcp_port);
 /* Sends n bytes and receives n bytes from the peer. 0 or -1. */
-int exchange(int fd, const void *out, void *in, size_t n);
+int exchange(int fd, const void* out, void* in, size_t n);
 
 #endif

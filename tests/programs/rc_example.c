@@ -40,19 +40,19 @@ struct peer_info {
 } __attribute__((packed));
 
 struct config {
-  const char *dev_name;
-  const char *server_name;
+  const char* dev_name;
+  const char* server_name;
   int ib_port;
   int gid_idx;
   int tcp_port;
   int size;
 };
 
-static void fill_pattern(char *buf, int size, const char *text) {
+static void fill_pattern(char* buf, int size, const char* text) {
   for (int i = 0; i < size; ++i) buf[i] = text[i % strlen(text)];
 }
 
-static int check_pattern(const char *buf, int size, const char *text) {
+static int check_pattern(const char* buf, int size, const char* text) {
   for (int i = 0; i < size; ++i)
     if (buf[i] != text[i % strlen(text)]) {
       fprintf(stderr, "data mismatch at byte %d\n", i);
@@ -61,10 +61,12 @@ static int check_pattern(const char *buf, int size, const char *text) {
   return 0;
 }
 
-static int post_rdma(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int size,
-                     enum ibv_wr_opcode opcode, const struct peer_info *remote) {
+static int post_rdma(struct ibv_qp* qp, struct ibv_mr* mr, char* buf, int size,
+                     enum ibv_wr_opcode opcode, const struct peer_info* remote) {
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey};
-  struct ibv_send_wr sr = {.sg_list = &sge, .num_sge = 1, .opcode = opcode,
+  struct ibv_send_wr sr = {.sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = opcode,
                            .send_flags = IBV_SEND_SIGNALED},
                      *bad;
   sr.wr.rdma.remote_addr = remote->addr;
@@ -76,7 +78,7 @@ static int post_rdma(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int size,
   return 0;
 }
 
-static int poll_completion(struct ibv_cq *cq, const char *what) {
+static int poll_completion(struct ibv_cq* cq, const char* what) {
   struct ibv_wc wc;
   struct timeval start, now;
   int n;
@@ -95,17 +97,17 @@ static int poll_completion(struct ibv_cq *cq, const char *what) {
     return -1;
   }
   if (wc.status != IBV_WC_SUCCESS) {
-    fprintf(stderr, "%s: bad completion status 0x%x (%s), vendor syndrome 0x%x\n", what,
-            wc.status, ibv_wc_status_str(wc.status), wc.vendor_err);
+    fprintf(stderr, "%s: bad completion status 0x%x (%s), vendor syndrome 0x%x\n", what, wc.status,
+            ibv_wc_status_str(wc.status), wc.vendor_err);
     return -1;
   }
   printf("completion found in CQ with status 0x%x (%s)\n", wc.status, what);
   return 0;
 }
 
-static int run(const struct config *cfg) {
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_device *dev = NULL;
+static int run(const struct config* cfg) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  struct ibv_device* dev = NULL;
   int rc = 1;
   if (!list) {
     perror("ibv_get_device_list");
@@ -117,7 +119,7 @@ static int run(const struct config *cfg) {
     fprintf(stderr, "IB device %s wasn't found\n", cfg->dev_name ? cfg->dev_name : "(any)");
     return 1;
   }
-  struct ibv_context *ctx = ibv_open_device(dev);
+  struct ibv_context* ctx = ibv_open_device(dev);
   ibv_free_device_list(list);
   if (!ctx) {
     perror("ibv_open_device");
@@ -128,9 +130,9 @@ static int run(const struct config *cfg) {
     fprintf(stderr, "ibv_query_port on port %d failed\n", cfg->ib_port);
     return 1;
   }
-  struct ibv_pd *pd = ibv_alloc_pd(ctx);
-  struct ibv_cq *cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
-  char *buf = malloc(cfg->size);
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+  char* buf = malloc(cfg->size);
   if (!pd || !cq || !buf) {
     fprintf(stderr, "failed to allocate PD/CQ/buffer\n");
     return 1;
@@ -139,29 +141,29 @@ static int run(const struct config *cfg) {
   if (!cfg->server_name) {
     fill_pattern(buf, cfg->size, MSG);
   }
-  struct ibv_mr *mr = ibv_reg_mr(pd, buf, cfg->size,
-                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                     IBV_ACCESS_REMOTE_WRITE);
+  struct ibv_mr* mr =
+      ibv_reg_mr(pd, buf, cfg->size,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) {
     perror("ibv_reg_mr");
     return 1;
   }
-  struct ibv_qp_init_attr qp_init = {.send_cq = cq,
-                                     .recv_cq = cq,
-                                     .qp_type = IBV_QPT_RC,
-                                     .sq_sig_all = 1,
-                                     .cap = {.max_send_wr = 1,
-                                             .max_recv_wr = 1,
-                                             .max_send_sge = 1,
-                                             .max_recv_sge = 1}};
-  struct ibv_qp *qp = ibv_create_qp(pd, &qp_init);
+  struct ibv_qp_init_attr qp_init = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_RC,
+      .sq_sig_all = 1,
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(pd, &qp_init);
   if (!qp) {
     perror("ibv_create_qp");
     return 1;
   }
   printf("QP was created, QP number=0x%x\n", qp->qp_num);
 
-  struct peer_info local = {.addr = (uintptr_t)buf, .rkey = mr->rkey, .qp_num = qp->qp_num,
+  struct peer_info local = {.addr = (uintptr_t)buf,
+                            .rkey = mr->rkey,
+                            .qp_num = qp->qp_num,
                             .lid = port_attr.lid},
                    remote;
   if (cfg->gid_idx >= 0) {
@@ -180,11 +182,11 @@ static int run(const struct config *cfg) {
   printf("Remote QP number = 0x%x, LID = 0x%x, rkey = 0x%x\n", remote.qp_num, remote.lid,
          remote.rkey);
 
-  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT,
-                             .port_num = cfg->ib_port,
-                             .pkey_index = 0,
-                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                                IBV_ACCESS_REMOTE_WRITE};
+  struct ibv_qp_attr attr = {
+      .qp_state = IBV_QPS_INIT,
+      .port_num = cfg->ib_port,
+      .pkey_index = 0,
+      .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE};
   if (ibv_modify_qp(qp, &attr,
                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     fprintf(stderr, "failed to modify QP state to INIT\n");
@@ -240,8 +242,11 @@ static int run(const struct config *cfg) {
   }
   if (!cfg->server_name) {
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = cfg->size, .lkey = mr->lkey};
-    struct ibv_send_wr sr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1,
-                             .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+    struct ibv_send_wr sr = {.wr_id = 0,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED},
                        *bad;
     if (ibv_post_send(qp, &sr, &bad)) {
       fprintf(stderr, "failed to post SR\n");
@@ -287,18 +292,29 @@ out:
   return rc;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   struct config cfg = {.ib_port = 1, .gid_idx = -1, .tcp_port = 19875, .size = 15};
   int c;
   while ((c = getopt(argc, argv, "d:i:g:p:s:")) != -1) {
     switch (c) {
-      case 'd': cfg.dev_name = optarg; break;
-      case 'i': cfg.ib_port = atoi(optarg); break;
-      case 'g': cfg.gid_idx = atoi(optarg); break;
-      case 'p': cfg.tcp_port = atoi(optarg); break;
-      case 's': cfg.size = atoi(optarg); break;
+      case 'd':
+        cfg.dev_name = optarg;
+        break;
+      case 'i':
+        cfg.ib_port = atoi(optarg);
+        break;
+      case 'g':
+        cfg.gid_idx = atoi(optarg);
+        break;
+      case 'p':
+        cfg.tcp_port = atoi(optarg);
+        break;
+      case 's':
+        cfg.size = atoi(optarg);
+        break;
       default:
-        fprintf(stderr, "usage: %s [-d dev] [-i port] [-g gid_idx] [-p tcp_port] [-s size] [server]\n",
+        fprintf(stderr,
+                "usage: %s [-d dev] [-i port] [-g gid_idx] [-p tcp_port] [-s size] [server]\n",
                 argv[0]);
         return 1;
     }

@@ -29,22 +29,29 @@ struct peer {
   uint16_t lid;
 } __attribute__((packed));
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   const char *dev_name = "ibemu0", *server = NULL;
   int tcp_port = 19876, size = 4096, timeout = 14, wait_s = 0, c;
   long count = -1;
   while ((c = getopt(argc, argv, "d:p:s:n:t:w:")) != -1) {
-    if (c == 'd') dev_name = optarg;
-    else if (c == 'p') tcp_port = atoi(optarg);
-    else if (c == 's') size = atoi(optarg);
-    else if (c == 'n') count = atol(optarg);
-    else if (c == 't') timeout = atoi(optarg);
-    else if (c == 'w') wait_s = atoi(optarg);
-    else return 2;
+    if (c == 'd')
+      dev_name = optarg;
+    else if (c == 'p')
+      tcp_port = atoi(optarg);
+    else if (c == 's')
+      size = atoi(optarg);
+    else if (c == 'n')
+      count = atol(optarg);
+    else if (c == 't')
+      timeout = atoi(optarg);
+    else if (c == 'w')
+      wait_s = atoi(optarg);
+    else
+      return 2;
   }
   if (optind < argc) server = argv[optind];
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  struct ibv_context *ctx = NULL;
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  struct ibv_context* ctx = NULL;
   for (int i = 0; list && list[i]; ++i)
     if (!strcmp(ibv_get_device_name(list[i]), dev_name)) ctx = ibv_open_device(list[i]);
   if (!ctx) {
@@ -53,14 +60,17 @@ int main(int argc, char **argv) {
   }
   struct ibv_port_attr pa;
   ibv_query_port(ctx, 1, &pa);
-  struct ibv_pd *pd = ibv_alloc_pd(ctx);
-  struct ibv_cq *cq = ibv_create_cq(ctx, 4 * WINDOW, NULL, NULL, 0);
-  char *buf = calloc(1, size);
-  struct ibv_mr *mr = ibv_reg_mr(pd, buf, size, IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                  .cap = {.max_send_wr = WINDOW, .max_recv_wr = 2 * WINDOW,
-                                          .max_send_sge = 1, .max_recv_sge = 1}};
-  struct ibv_qp *qp = ibv_create_qp(pd, &init);
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 4 * WINDOW, NULL, NULL, 0);
+  char* buf = calloc(1, size);
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, size, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_qp_init_attr init = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {
+          .max_send_wr = WINDOW, .max_recv_wr = 2 * WINDOW, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(pd, &init);
   if (!pd || !cq || !mr || !qp) {
     perror("setup");
     return 2;
@@ -68,15 +78,17 @@ int main(int argc, char **argv) {
   struct peer me = {qp->qp_num, pa.lid}, them;
   int sock = tcp_connect(server, tcp_port);
   if (sock < 0 || exchange(sock, &me, &them, sizeof(me))) return 2;
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-                          .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
+  struct ibv_qp_attr a = {
+      .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey};
   struct ibv_recv_wr rr = {.sg_list = &sge, .num_sge = 1}, *bad_rr;
-  struct ibv_send_wr sr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+  struct ibv_send_wr sr = {.sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
                            .send_flags = IBV_SEND_SIGNALED},
                      *bad_sr;
-  int err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                      IBV_QP_ACCESS_FLAGS);
+  int err =
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   for (int i = 0; !server && !err && i < 2 * WINDOW; ++i) err = ibv_post_recv(qp, &rr, &bad_rr);
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTR;
@@ -86,18 +98,20 @@ int main(int argc, char **argv) {
   a.min_rnr_timer = 12;
   a.ah_attr.dlid = them.lid;
   a.ah_attr.port_num = 1;
-  err = err ?: ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                         IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  err = err
+            ?: ibv_modify_qp(qp, &a,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTS;
   a.timeout = timeout;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  err = err ?: ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                         IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                         IBV_QP_MAX_QP_RD_ATOMIC);
+  err = err
+            ?: ibv_modify_qp(qp, &a,
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   char sync = 'S';
   if (err || exchange(sock, &sync, &sync, 1)) {
     fprintf(stderr, "connect failed\n");

@@ -23,12 +23,12 @@
 #define DEPTH 8
 
 struct side {
-  struct ibv_context *ctx;
-  struct ibv_pd *pd;
-  struct ibv_cq *cq;
-  struct ibv_qp *qp[MAX_THREADS];
-  struct ibv_mr *mr;
-  uint8_t *buf; /* per QP: DEPTH receive slots + 1 send slot */
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp[MAX_THREADS];
+  struct ibv_mr* mr;
+  uint8_t* buf; /* per QP: DEPTH receive slots + 1 send slot */
   uint16_t lid;
 };
 
@@ -37,21 +37,23 @@ static struct side a, b;
 static atomic_long sent[MAX_THREADS], received[MAX_THREADS], errors;
 static atomic_int finished_senders;
 
-static uint8_t *slot(struct side *s, int q, int i) { return s->buf + ((size_t)q * (DEPTH + 1) + i) * size; }
+static uint8_t* slot(struct side* s, int q, int i) {
+  return s->buf + ((size_t)q * (DEPTH + 1) + i) * size;
+}
 
-static int qp_index(struct side *s, uint32_t qpn) {
+static int qp_index(struct side* s, uint32_t qpn) {
   for (int q = 0; q < threads; ++q)
     if (s->qp[q]->qp_num == qpn) return q;
   return -1;
 }
 
-static void post_recv(struct side *s, int q, int i) {
+static void post_recv(struct side* s, int q, int i) {
   struct ibv_sge sge = {(uintptr_t)slot(s, q, i), size, s->mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = (uint64_t)q << 32 | i, .sg_list = &sge, .num_sge = 1}, *bad;
   if (ibv_post_recv(s->qp[q], &wr, &bad)) atomic_fetch_add(&errors, 1);
 }
 
-static void poll_side(struct side *s) {
+static void poll_side(struct side* s) {
   struct ibv_wc wc[4];
   int n = ibv_poll_cq(s->cq, 4, wc);
   for (int k = 0; k < n; ++k) {
@@ -67,7 +69,7 @@ static void poll_side(struct side *s) {
     }
     if (wc[k].opcode == IBV_WC_RECV) {
       int i = (int)(wc[k].wr_id & 0xffffffff);
-      uint8_t *p = slot(s, q, i);
+      uint8_t* p = slot(s, q, i);
       /* Each message is filled with (qp index + its sequence) bytes. */
       if (wc[k].byte_len != (uint32_t)size || p[0] != p[size - 1] || p[0] == 0)
         atomic_fetch_add(&errors, 1);
@@ -79,17 +81,20 @@ static void poll_side(struct side *s) {
   }
 }
 
-static void *worker(void *arg) {
+static void* worker(void* arg) {
   int q = (int)(intptr_t)arg;
   long posted = 0;
-  uint8_t *src = slot(&a, q, DEPTH);
+  uint8_t* src = slot(&a, q, DEPTH);
   for (;;) {
     if (posted < count && posted - atomic_load(&sent[q]) < DEPTH / 2 &&
         posted - atomic_load(&received[q]) < DEPTH / 2) {
       memset(src, (int)((q + posted) % 255) + 1, size);
       struct ibv_sge sge = {(uintptr_t)src, size, a.mr->lkey};
-      struct ibv_send_wr wr = {.wr_id = posted, .sg_list = &sge, .num_sge = 1,
-                               .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+      struct ibv_send_wr wr = {.wr_id = posted,
+                               .sg_list = &sge,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_SIGNALED},
                          *bad;
       /* The source slot is reused only after the previous send completed. */
       while (atomic_load(&sent[q]) < posted) {
@@ -115,8 +120,8 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static int open_side(struct side *s, const char *name) {
-  struct ibv_device **list = ibv_get_device_list(NULL);
+static int open_side(struct side* s, const char* name) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
   for (int i = 0; list && list[i]; ++i)
     if (!strcmp(ibv_get_device_name(list[i]), name)) s->ctx = ibv_open_device(list[i]);
   ibv_free_device_list(list);
@@ -130,16 +135,16 @@ static int open_side(struct side *s, const char *name) {
   s->mr = ibv_reg_mr(s->pd, s->buf, (size_t)threads * (DEPTH + 1) * size, IBV_ACCESS_LOCAL_WRITE);
   if (!s->pd || !s->cq || !s->mr) return -1;
   for (int q = 0; q < threads; ++q) {
-    struct ibv_qp_init_attr init = {.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-                                    .cap = {DEPTH, DEPTH, 1, 1, 0}};
+    struct ibv_qp_init_attr init = {
+        .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC, .cap = {DEPTH, DEPTH, 1, 1, 0}};
     if (!(s->qp[q] = ibv_create_qp(s->pd, &init))) return -1;
   }
   return 0;
 }
 
-static int connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, uint16_t remote_lid) {
-  struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-                           .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
+static int connect_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid) {
+  struct ibv_qp_attr at = {
+      .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
   if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return -1;
   memset(&at, 0, sizeof(at));
@@ -150,8 +155,9 @@ static int connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, uint16_t remote_li
   at.min_rnr_timer = 1;
   at.ah_attr.dlid = remote_lid;
   at.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (ibv_modify_qp(qp, &at,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return -1;
   memset(&at, 0, sizeof(at));
   at.qp_state = IBV_QPS_RTS;
@@ -159,34 +165,40 @@ static int connect_qp(struct ibv_qp *qp, uint32_t remote_qpn, uint16_t remote_li
   at.retry_cnt = 7;
   at.rnr_retry = 7;
   at.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  return ibv_modify_qp(qp, &at,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int c;
   while ((c = getopt(argc, argv, "t:n:s:")) != -1) {
-    if (c == 't') threads = atoi(optarg);
-    else if (c == 'n') count = atoi(optarg);
-    else if (c == 's') size = atoi(optarg);
-    else return 2;
+    if (c == 't')
+      threads = atoi(optarg);
+    else if (c == 'n')
+      count = atoi(optarg);
+    else if (c == 's')
+      size = atoi(optarg);
+    else
+      return 2;
   }
   if (threads < 1 || threads > MAX_THREADS || size < 1) return 2;
-  const char *dev_a = optind < argc ? argv[optind] : "ibemu0";
-  const char *dev_b = optind + 1 < argc ? argv[optind + 1] : "ibemu1";
+  const char* dev_a = optind < argc ? argv[optind] : "ibemu0";
+  const char* dev_b = optind + 1 < argc ? argv[optind + 1] : "ibemu1";
   if (open_side(&a, dev_a) || open_side(&b, dev_b)) {
     perror("setup");
     return 2;
   }
   for (int q = 0; q < threads; ++q) {
-    if (connect_qp(a.qp[q], b.qp[q]->qp_num, b.lid) || connect_qp(b.qp[q], a.qp[q]->qp_num, a.lid)) {
+    if (connect_qp(a.qp[q], b.qp[q]->qp_num, b.lid) ||
+        connect_qp(b.qp[q], a.qp[q]->qp_num, a.lid)) {
       perror("connect");
       return 2;
     }
     for (int i = 0; i < DEPTH; ++i) post_recv(&b, q, i);
   }
   pthread_t tid[MAX_THREADS];
-  for (int q = 0; q < threads; ++q) pthread_create(&tid[q], NULL, worker, (void *)(intptr_t)q);
+  for (int q = 0; q < threads; ++q) pthread_create(&tid[q], NULL, worker, (void*)(intptr_t)q);
   for (int q = 0; q < threads; ++q) pthread_join(tid[q], NULL);
   int bad = atomic_load(&errors) != 0;
   for (int q = 0; q < threads; ++q)

@@ -18,8 +18,7 @@ void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
   const uint32_t flags = pkt.info->flags;
   if ((flags & wire::kIsReadResponse) || (flags & wire::kIsAtomicAck)) {
     // A NAK may come in the AETH of a first/only READ response too.
-    if ((flags & wire::kHasAeth) &&
-        wire::aeth_type(pkt.aeth().syndrome()) != wire::AckType::kAck) {
+    if ((flags & wire::kHasAeth) && wire::aeth_type(pkt.aeth().syndrome()) != wire::AckType::kAck) {
       completer_nak(psn, wire::aeth_type(pkt.aeth().syndrome()),
                     wire::aeth_value(pkt.aeth().syndrome()));
       return;
@@ -180,7 +179,7 @@ void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   if (wire::psn_diff(psn, comp_.acked_psn) <= 0) return;  // duplicate
   SendWqe* w = wqe_for_psn(sq_, req_.cursor + 1, psn);
-  if (!w || w->opcode != WrOpcode::kRdmaRead) return;     // ghost
+  if (!w || w->opcode != WrOpcode::kRdmaRead) return;  // ghost
   if (psn == w->first_psn) {
     const uint32_t before = wire::psn_add(psn, wire::kPsnMask);
     if (wire::psn_diff(before, comp_.acked_psn) > 0) completer_ack(before);

@@ -4,8 +4,7 @@
 
 namespace ibemu::engine {
 
-uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length,
-                      uint32_t access) {
+uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access) {
   std::unique_lock lock(mutex_);
   // Random keys: a peer cannot derive one key from another (0 is never a key).
   uint32_t key;
@@ -90,16 +89,18 @@ MrCheck for_each_piece(const MrTable& mrs, uint32_t pd, const Sge* sges, int num
 }
 }  // namespace
 
-MrCheck copy_to_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
-                     uint64_t offset, const uint8_t* src, uint32_t len) {
-  return for_each_piece(mrs, pd, sges, num_sge, offset, len, kAccessLocalWrite,
-                        [src](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(p, src + pos, n); });
+MrCheck copy_to_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge, uint64_t offset,
+                     const uint8_t* src, uint32_t len) {
+  return for_each_piece(
+      mrs, pd, sges, num_sge, offset, len, kAccessLocalWrite,
+      [src](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(p, src + pos, n); });
 }
 
 MrCheck copy_from_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
                        uint64_t offset, uint8_t* dst, uint32_t len) {
-  return for_each_piece(mrs, pd, sges, num_sge, offset, len, 0,
-                        [dst](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(dst + pos, p, n); });
+  return for_each_piece(
+      mrs, pd, sges, num_sge, offset, len, 0,
+      [dst](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(dst + pos, p, n); });
 }
 
 }  // namespace ibemu::engine

@@ -17,8 +17,8 @@ struct MemoryRegion {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint32_t pd = 0;
-  uint64_t iova = 0;       // the address the peer uses (== addr unless rereg'd / zero-based)
-  uint8_t* addr = nullptr; // where the bytes are in this process
+  uint64_t iova = 0;        // the address the peer uses (== addr unless rereg'd / zero-based)
+  uint8_t* addr = nullptr;  // where the bytes are in this process
   uint64_t length = 0;
   uint32_t access = 0;
 };

@@ -22,7 +22,13 @@
 namespace ibemu::engine {
 
 /// Async events a QP raises (ibv_event_type values).
-enum class QpEvent : uint8_t { kFatal = 1, kReqErr = 2, kAccessErr = 3, kCommEst = 4, kSqDrained = 5 };
+enum class QpEvent : uint8_t {
+  kFatal = 1,
+  kReqErr = 2,
+  kAccessErr = 3,
+  kCommEst = 4,
+  kSqDrained = 5
+};
 
 struct QpInit {
   QpType type = QpType::kRc;
@@ -64,7 +70,7 @@ class Qp {
 
  private:
   // qp.cc
-  void enter_error() noexcept;                           // → ERR, flush both queues
+  void enter_error() noexcept;  // → ERR, flush both queues
   void on_cq_overrun() noexcept;
   void flush_send_queue() noexcept;
   void flush_recv_queue() noexcept;
@@ -118,14 +124,14 @@ class Qp {
   WorkRing<RecvWqe> rq_;
 
   struct Requester {
-    uint64_t cursor = 0;       // SQ position of the WQE being packetized
-    uint32_t cursor_offset = 0;// bytes of that WQE already sent
-    uint32_t next_psn = 0;     // PSN of the next new packet
-    uint32_t unacked = 0;      // packets sent and not yet acknowledged
+    uint64_t cursor = 0;         // SQ position of the WQE being packetized
+    uint32_t cursor_offset = 0;  // bytes of that WQE already sent
+    uint32_t next_psn = 0;       // PSN of the next new packet
+    uint32_t unacked = 0;        // packets sent and not yet acknowledged
   } req_;
 
   struct Completer {
-    uint32_t acked_psn = 0;    // last PSN known delivered
+    uint32_t acked_psn = 0;  // last PSN known delivered
     uint8_t retries_left = 0;
     uint8_t rnr_retries_left = 0;
     Nanos last_progress = 0;   // for the local ACK timeout
@@ -134,13 +140,13 @@ class Qp {
   } comp_;
 
   struct Responder {
-    uint32_t epsn = 0;         // expected PSN
-    uint32_t msn = 0;          // message sequence number
-    bool nak_sent = false;     // one PSN sequence NAK per gap (C9-98)
-    bool in_send = false;      // inside a multi-packet SEND
+    uint32_t epsn = 0;      // expected PSN
+    uint32_t msn = 0;       // message sequence number
+    bool nak_sent = false;  // one PSN sequence NAK per gap (C9-98)
+    bool in_send = false;   // inside a multi-packet SEND
     uint32_t recv_offset = 0;
-    bool recv_error = false;   // message being dropped after a local error
-    bool in_write = false;     // inside a multi-packet RDMA WRITE
+    bool recv_error = false;  // message being dropped after a local error
+    bool in_write = false;    // inside a multi-packet RDMA WRITE
     uint64_t write_va = 0;
     uint32_t write_rkey = 0;
     uint32_t write_remaining = 0;

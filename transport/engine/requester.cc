@@ -123,10 +123,10 @@ void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
     wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
   }
   const uint32_t psn = req_.next_psn;
-  const uint8_t opcode = static_cast<uint8_t>(
-      read ? wire::Opcode::kRcReadRequest
-           : wqe.opcode == WrOpcode::kAtomicCmpAndSwp ? wire::Opcode::kRcCompareSwap
-                                                      : wire::Opcode::kRcFetchAdd);
+  const uint8_t opcode =
+      static_cast<uint8_t>(read                                       ? wire::Opcode::kRcReadRequest
+                           : wqe.opcode == WrOpcode::kAtomicCmpAndSwp ? wire::Opcode::kRcCompareSwap
+                                                                      : wire::Opcode::kRcFetchAdd);
   size_t hlen = build_headers(tx_buf_, opcode, psn, false, false);
   emit(tx_buf_, hlen, 0);
   const uint32_t responses = static_cast<uint32_t>(wire::psn_diff(wqe.last_psn, psn)) + 1;

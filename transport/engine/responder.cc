@@ -205,8 +205,8 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kLocLenErr);
     return;
   }
-  if (n && copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, resp_.recv_offset,
-                        pkt.payload(), n) != MrCheck::kOk) {
+  if (n && copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, resp_.recv_offset, pkt.payload(),
+                        n) != MrCheck::kOk) {
     responder_fail(psn, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr);
     return;
   }
@@ -269,8 +269,8 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   }
   if (n) {
     uint8_t* dst;
-    if (env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, n, kAccessRemoteWrite,
-                         &dst) != MrCheck::kOk) {
+    if (env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, n, kAccessRemoteWrite, &dst) !=
+        MrCheck::kOk) {
       resp_.in_write = false;  // the region went away mid-message
       responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
@@ -284,7 +284,8 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     if (flags & wire::kHasImmDt) {
       complete_recv(rq_.at(rq_.head()), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
                     resp_.write_total, pkt.immdt().imm(),
-                    kWcWithImm | (pkt.has_grh ? uint32_t{kWcGrh} : 0u), pkt.bth().se(), pkt.lrh().slid());
+                    kWcWithImm | (pkt.has_grh ? uint32_t{kWcGrh} : 0u), pkt.bth().se(),
+                    pkt.lrh().slid());
       rq_.pop();
     }
     resp_.msn = wire::psn_add(resp_.msn, 1);

@@ -24,8 +24,8 @@ inline Nanos local_ack_timeout_ns(uint8_t timeout) {
 /// The RNR NAK timer field's meaning (IBA 9.7.5.2.8, table 45), in ns.
 inline Nanos rnr_timer_ns(uint8_t code) {
   static constexpr uint32_t kMicros[32] = {
-      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,    320,
-      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,  15360,
+      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
       20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
   return Nanos{kMicros[code & 31]} * 1000;
 }

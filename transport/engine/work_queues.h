@@ -12,11 +12,11 @@ namespace ibemu::engine {
 struct SendWqe {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
-  uint32_t flags = 0;       // SendFlag
-  uint32_t imm_or_rkey = 0; // imm_data (network order) or invalidate rkey
+  uint32_t flags = 0;        // SendFlag
+  uint32_t imm_or_rkey = 0;  // imm_data (network order) or invalidate rkey
   int num_sge = 0;
   Sge sge[DeviceLimits::kMaxSge];
-  uint32_t length = 0;      // total message bytes
+  uint32_t length = 0;  // total message bytes
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint64_t compare_add = 0;

@@ -119,9 +119,7 @@ const uint8_t* ShmRing::peek(size_t* len) noexcept {
   return s + kSlotHeader;
 }
 
-void ShmRing::pop() noexcept {
-  hdr_->head.fetch_add(1, std::memory_order_release);
-}
+void ShmRing::pop() noexcept { hdr_->head.fetch_add(1, std::memory_order_release); }
 
 void ShmRing::wait(int64_t timeout_ns, bool announce) noexcept {
   uint32_t seq = hdr_->wake_seq.load(std::memory_order_acquire);

@@ -7,10 +7,10 @@
 // mid-copy leaves no half-written packet (the tail moves only after the copy).
 // The consumer needs no lock. It sleeps on a futex in the ring; producers wake
 // it only when it said it sleeps.
+#include <pthread.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <pthread.h>
 
 namespace ibemu::link {
 
