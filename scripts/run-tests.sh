@@ -4,6 +4,12 @@ set -u
 BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
 status=0
+echo "== formatting (clang-format, the repository's .clang-format)"
+if command -v clang-format >/dev/null 2>&1; then
+  make -s format-check || { echo "run 'make format'"; status=1; }
+else
+  echo "clang-format is not installed: formatting not checked"
+fi
 echo "== unit tests (GoogleTest via ctest)"
 (cd "$BUILD" && ctest --output-on-failure -j"$(nproc)") || status=1
 echo "== preload shim"
