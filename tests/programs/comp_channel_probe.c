@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "rc_common.h"
+
 static struct ibv_context* open_dev(const char* name) {
   struct ibv_device** list = ibv_get_device_list(NULL);
   struct ibv_context* ctx = NULL;
@@ -23,33 +25,6 @@ static struct ibv_context* open_dev(const char* name) {
     if (!strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
   ibv_free_device_list(list);
   return ctx;
-}
-
-static int connect(struct ibv_qp* qp, struct ibv_qp* peer, uint16_t lid) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return -1;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer->qp_num;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.dlid = lid;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return -1;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &a,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 #define FAIL(...)                 \
@@ -79,7 +54,9 @@ int main(void) {
       .send_cq = cqb, .recv_cq = cqb, .qp_type = IBV_QPT_RC, .cap = {8, 8, 1, 1, 0}};
   struct ibv_qp *qa = ibv_create_qp(pda, &ia), *qb = ibv_create_qp(pdb, &ib);
   if (!cqa || !cqb || !mra || !mrb || !qa || !qb) FAIL("setup failed");
-  if (connect(qa, qb, pb.lid) || connect(qb, qa, pa.lid)) FAIL("connect failed");
+  if (connect_rc_qp(qa, qb->qp_num, pb.lid, IBV_MTU_1024, 14, 7, 0) ||
+      connect_rc_qp(qb, qa->qp_num, pa.lid, IBV_MTU_1024, 14, 7, 0))
+    FAIL("connect failed");
   for (int i = 0; i < 8; ++i) {
     struct ibv_sge s = {(uintptr_t)bufb + 512 * (i % 8), 512, mrb->lkey};
     struct ibv_recv_wr r = {.wr_id = i, .sg_list = &s, .num_sge = 1}, *bad;

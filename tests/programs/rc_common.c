@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,4 +49,33 @@ int exchange(int fd, const void* out, void* in, size_t n) {
     got += r;
   }
   return 0;
+}
+
+int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
+                  uint8_t timeout, uint8_t rnr_retry, int access) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access};
+  int err =
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (err) return err;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = mtu;
+  a.dest_qp_num = remote_qpn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.dlid = remote_lid;
+  a.ah_attr.port_num = 1;
+  err = ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (err) return err;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = timeout;
+  a.retry_cnt = 7;
+  a.rnr_retry = rnr_retry;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }

@@ -6,12 +6,20 @@
 #ifndef IBEMU_TEST_RC_COMMON_H
 #define IBEMU_TEST_RC_COMMON_H
 
+#include <infiniband/verbs.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* With a server name: connects (retrying while the server starts).
  * Without: listens on tcp_port and accepts one connection. -1 on error. */
 int tcp_connect(const char* server_name, int tcp_port);
 /* Sends n bytes and receives n bytes from the peer. 0 or -1. */
 int exchange(int fd, const void* out, void* in, size_t n);
+
+/* RESET -> INIT -> RTR -> RTS for an RC QP on port 1 toward (remote_lid,
+ * remote_qpn): path MTU, local ACK timeout and RNR retry as given, retry_cnt
+ * 7, one outstanding READ/atomic each way. Returns 0 or an errno. */
+int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
+                  uint8_t timeout, uint8_t rnr_retry, int access);
 
 #endif

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rc_common.h"
+
 #define MAX_THREADS 16
 #define DEPTH 8
 
@@ -142,34 +144,6 @@ static int open_side(struct side* s, const char* name) {
   return 0;
 }
 
-static int connect_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid) {
-  struct ibv_qp_attr at = {
-      .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
-  if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return -1;
-  memset(&at, 0, sizeof(at));
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = IBV_MTU_1024;
-  at.dest_qp_num = remote_qpn;
-  at.max_dest_rd_atomic = 1;
-  at.min_rnr_timer = 1;
-  at.ah_attr.dlid = remote_lid;
-  at.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &at,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return -1;
-  memset(&at, 0, sizeof(at));
-  at.qp_state = IBV_QPS_RTS;
-  at.timeout = 14;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &at,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 int main(int argc, char** argv) {
   int c;
   while ((c = getopt(argc, argv, "t:n:s:")) != -1) {
@@ -190,8 +164,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (int q = 0; q < threads; ++q) {
-    if (connect_qp(a.qp[q], b.qp[q]->qp_num, b.lid) ||
-        connect_qp(b.qp[q], a.qp[q]->qp_num, a.lid)) {
+    if (connect_rc_qp(a.qp[q], b.qp[q]->qp_num, b.lid, IBV_MTU_1024, 14, 7,
+                      IBV_ACCESS_LOCAL_WRITE) ||
+        connect_rc_qp(b.qp[q], a.qp[q]->qp_num, a.lid, IBV_MTU_1024, 14, 7,
+                      IBV_ACCESS_LOCAL_WRITE)) {
       perror("connect");
       return 2;
     }
