@@ -217,30 +217,13 @@ void install(EnginePair& pair, std::shared_ptr<Policy> policy) {
 
 class RcRead : public ::testing::TestWithParam<std::tuple<uint32_t, int>> {};
 
-size_t size_for(uint32_t mtu, int kind) {
-  switch (kind) {
-    case 0:
-      return 0;
-    case 1:
-      return 1;
-    case 2:
-      return mtu - 1;
-    case 3:
-      return mtu;
-    case 4:
-      return mtu + 1;
-    default:
-      return 1 << 20;
-  }
-}
-
 TEST_P(RcRead, GivenReadIntoSeveralSgesExpectDataLandedAndOneCompletion) {
   const auto [mtu_enum, kind] = GetParam();
   ConnectParams p = patient({});
   p.path_mtu = mtu_enum;
   EnginePair pair(p);
   const uint32_t mtu = pair.mtu();
-  const size_t len = size_for(mtu, kind);
+  const size_t len = testing::size_for(mtu, kind);
   ReadJob r(pair.a, pair.b, len, mtu_enum * 10 + kind, 4);
 
   ASSERT_EQ(testing::post(*pair.a.qp, r.wr(7)), 0);

@@ -583,4 +583,23 @@ inline void expect_all(const std::vector<Completion>& wcs, WcStatus s) {
   for (const Completion& c : wcs) EXPECT_EQ(c.status, s) << "wr_id " << c.wr_id;
 }
 
+/// The message sizes parameterized transfer tests walk through, by index:
+/// 0 B, 1 B, MTU-1, MTU, MTU+1 and 1 MiB.
+inline size_t size_for(uint32_t mtu, int kind) {
+  switch (kind) {
+    case 0:
+      return 0;
+    case 1:
+      return 1;
+    case 2:
+      return mtu - 1;
+    case 3:
+      return mtu;
+    case 4:
+      return mtu + 1;
+    default:
+      return 1 << 20;
+  }
+}
+
 }  // namespace ibemu::engine::testing
