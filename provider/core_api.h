@@ -32,6 +32,9 @@ uint32_t ibemu_core_alloc_pd(struct ibemu_core_context* ctx);
 int ibemu_core_reg_mr(struct ibemu_core_context* ctx, uint32_t pd, void* addr, size_t length,
                       uint64_t iova, int access, uint32_t* key);
 int ibemu_core_dereg_mr(struct ibemu_core_context* ctx, uint32_t key);
+/* Memory windows: `type` is enum ibv_mw_type; the rkey names the window. */
+int ibemu_core_alloc_mw(struct ibemu_core_context* ctx, uint32_t pd, int type, uint32_t* rkey);
+int ibemu_core_dealloc_mw(struct ibemu_core_context* ctx, uint32_t rkey);
 /* ibv_rereg_mr: `flags` are IBV_REREG_MR_*; the key stays the same. */
 int ibemu_core_rereg_mr(struct ibemu_core_context* ctx, uint32_t key, int flags, uint32_t pd,
                         void* addr, size_t length, int access);
@@ -81,6 +84,13 @@ struct ibemu_core_wr {
   uint64_t remote_addr;
   uint64_t compare_add;
   uint64_t swap;
+  struct { /* IBV_WR_BIND_MW: the window (by its current rkey) and ibv_mw_bind_info */
+    uint32_t mw_rkey;
+    uint32_t mr_lkey;
+    uint32_t access;
+    uint64_t addr;
+    uint64_t length;
+  } bind;
 };
 
 /* The IBV_QP_EX_WITH_* operations the device offers on a QP of `qp_type`. */

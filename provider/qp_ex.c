@@ -66,6 +66,22 @@ static void wr_local_inv(struct ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
   wr_op(qpx, IBV_WR_LOCAL_INV, 0, 0, invalidate_rkey, 0, 0);
 }
 
+static void wr_bind_mw(struct ibv_qp_ex* qpx, struct ibv_mw* mw, uint32_t rkey,
+                       const struct ibv_mw_bind_info* info) {
+  struct ibemu_core_wr wr = {
+      .wr_id = qpx->wr_id,
+      .flags = qpx->wr_flags,
+      .opcode = IBV_WR_BIND_MW,
+      .rkey = rkey,
+      .bind = {.mw_rkey = mw ? mw->rkey : 0,
+               .mr_lkey = info->mr ? info->mr->lkey : 0,
+               .access = info->mw_access_flags,
+               .addr = info->addr,
+               .length = info->length},
+  };
+  ibemu_core_wr_op(wrb(qpx), &wr);
+}
+
 static void wr_set_sge(struct ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
   struct ibv_sge sge = {.addr = addr, .length = length, .lkey = lkey};
   ibemu_core_wr_set_sges(wrb(qpx), &sge, 1);
@@ -112,6 +128,7 @@ int ibemu_qp_ex_init(struct ibemu_qp* qp, const struct ibv_qp_init_attr_ex* attr
   if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
   if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
   if (ops & IBV_QP_EX_WITH_LOCAL_INV) qpx->wr_local_inv = wr_local_inv;
+  if (ops & IBV_QP_EX_WITH_BIND_MW) qpx->wr_bind_mw = wr_bind_mw;
   qpx->wr_set_sge = wr_set_sge;
   qpx->wr_set_sge_list = wr_set_sge_list;
   qpx->wr_set_inline_data = wr_set_inline_data;

@@ -123,6 +123,49 @@ static int ibemu_rereg_mr(struct verbs_mr* vmr, int flags, struct ibv_pd* pd, vo
   return 0;
 }
 
+static struct ibv_mw* ibemu_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type) {
+  struct ibv_mw* mw = calloc(1, sizeof(*mw));
+  int err;
+  if (!mw) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  err = ibemu_core_alloc_mw(to_ctx(pd->context)->core, to_pd(pd)->id, type, &mw->rkey);
+  if (err) {
+    free(mw);
+    errno = err;
+    return NULL;
+  }
+  mw->context = pd->context;
+  mw->pd = pd;
+  mw->handle = mw->rkey;
+  mw->type = type;
+  return mw;
+}
+
+static int ibemu_dealloc_mw(struct ibv_mw* mw) {
+  int err = ibemu_core_dealloc_mw(to_ctx(mw->context)->core, mw->rkey);
+  if (err) return err;
+  free(mw);
+  return 0;
+}
+
+/* ibv_bind_mw (type 1 windows): a BIND_MW work request on the QP's send queue
+ * under the window's next key, which the window takes once it is posted. */
+static int ibemu_bind_mw(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mw_bind* mw_bind) {
+  struct ibv_send_wr wr = {
+      .wr_id = mw_bind->wr_id,
+      .opcode = IBV_WR_BIND_MW,
+      .send_flags = mw_bind->send_flags,
+      .bind_mw = {.mw = mw, .rkey = ibv_inc_rkey(mw->rkey), .bind_info = mw_bind->bind_info},
+  };
+  struct ibv_send_wr* bad;
+  int err = ibemu_core_post_send(to_qp(qp)->core, &wr, &bad);
+  if (err) return err;
+  mw->rkey = wr.bind_mw.rkey;
+  return 0;
+}
+
 static struct ibv_cq* ibemu_create_cq(struct ibv_context* c, int cqe,
                                       struct ibv_comp_channel* channel, int comp_vector) {
   struct ibemu_cq* cq;
@@ -287,12 +330,15 @@ static void ibemu_free_context(struct ibv_context* c) {
 }
 
 static const struct verbs_context_ops ibemu_ctx_ops = {
+    .alloc_mw = ibemu_alloc_mw,
     .alloc_pd = ibemu_alloc_pd,
+    .bind_mw = ibemu_bind_mw,
     .cq_event = ibemu_cq_event,
     .create_cq = ibemu_create_cq,
     .create_cq_ex = ibemu_create_cq_ex,
     .create_qp = ibemu_create_qp,
     .create_qp_ex = ibemu_create_qp_ex,
+    .dealloc_mw = ibemu_dealloc_mw,
     .dealloc_pd = ibemu_dealloc_pd,
     .dereg_mr = ibemu_dereg_mr,
     .destroy_cq = ibemu_destroy_cq,

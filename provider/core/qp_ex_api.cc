@@ -63,6 +63,7 @@ bool known_opcode(uint32_t op) noexcept {
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
     case IBV_WR_LOCAL_INV:
+    case IBV_WR_BIND_MW:
       return true;
     default:
       return false;
@@ -88,15 +89,16 @@ bool takes_inline(WrOpcode op) noexcept {
 extern "C" {
 
 uint64_t ibemu_core_wr_ops_supported(ibv_qp_type qp_type) {
-  // What Qp::post_send executes (transport/engine/qp.cc): RDMA READ and the
-  // atomics are RC operations (IBA 9.7.5). SEND with invalidate and LOCAL_INV
-  // join when the engine executes them (their builders are in place); memory
-  // windows, TSO and ATOMIC_WRITE are not offered.
+  // What Qp::post_send executes (transport/engine/qp.cc): RDMA READ, the
+  // atomics and SEND with Invalidate are RC operations (IBA table 84); binds
+  // and local invalidates act on this HCA alone. TSO and ATOMIC_WRITE are not
+  // offered.
   constexpr uint64_t kUcOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                              IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+                              IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                              IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
   constexpr uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ |
                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (qp_type) {
     case IBV_QPT_RC:
       return kRcOps;
@@ -151,6 +153,8 @@ void ibemu_core_wr_op(ibemu_core_wr_builder* b, const ibemu_core_wr* wr) {
   w.rkey = wr->rkey;
   w.compare_add = wr->compare_add;
   w.swap = wr->swap;
+  w.bind = WindowBind{wr->bind.mw_rkey, wr->rkey,        wr->bind.mr_lkey,
+                      wr->bind.addr,    wr->bind.length, wr->bind.access};
 }
 
 void ibemu_core_wr_set_sges(ibemu_core_wr_builder* b, const ibv_sge* sges, size_t num_sge) {

@@ -50,6 +50,11 @@ static_assert(static_cast<int>(WcStatus::kWrFlushErr) == IBV_WC_WR_FLUSH_ERR);
 static_assert(static_cast<int>(WcStatus::kRemAccessErr) == IBV_WC_REM_ACCESS_ERR);
 static_assert(static_cast<int>(WcOpcode::kRecvRdmaWithImm) == IBV_WC_RECV_RDMA_WITH_IMM);
 static_assert(static_cast<int>(WrOpcode::kSendWithInv) == IBV_WR_SEND_WITH_INV);
+static_assert(static_cast<int>(WrOpcode::kBindMw) == IBV_WR_BIND_MW);
+static_assert(static_cast<int>(WcOpcode::kBindMw) == IBV_WC_BIND_MW);
+static_assert(static_cast<int>(WcStatus::kMwBindErr) == IBV_WC_MW_BIND_ERR);
+static_assert(int{kAccessMwBind} == int{IBV_ACCESS_MW_BIND} &&
+              int{kAccessZeroBased} == int{IBV_ACCESS_ZERO_BASED});
 static_assert(int{kQpDestQpn} == int{IBV_QP_DEST_QPN});
 static_assert(int{kQpMaxDestRdAtomic} == int{IBV_QP_MAX_DEST_RD_ATOMIC});
 static_assert(int{kSendInline} == int{IBV_SEND_INLINE} &&
@@ -132,7 +137,9 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_qp = DeviceLimits::kMaxQp;
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT;
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  a.max_mw = DeviceLimits::kMaxMw;
   a.max_sge = DeviceLimits::kMaxSge;
   a.max_sge_rd = DeviceLimits::kMaxSge;
   a.max_cq = DeviceLimits::kMaxCq;
@@ -185,7 +192,7 @@ uint32_t ibemu_core_alloc_pd(ibemu_core_context* c) { return c->next_pd++; }
 static int check_mr_access(int access) {
   constexpr int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                             IBV_ACCESS_RELAXED_ORDERING;
+                             IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
   if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;  // ODP is not advertised
   if (access & ~kSupported) return EINVAL;
   // C10-86: remote write or atomic access needs local write.
@@ -221,7 +228,17 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
 }
 
 int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
-  return c->ctx.engine().mrs().remove(key) ? 0 : EINVAL;
+  return c->ctx.engine().mrs().remove(key);
+}
+
+int ibemu_core_alloc_mw(ibemu_core_context* c, uint32_t pd, int type, uint32_t* rkey) {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
+  *rkey = c->ctx.engine().mrs().alloc_window(pd, static_cast<uint8_t>(type));
+  return 0;
+}
+
+int ibemu_core_dealloc_mw(ibemu_core_context* c, uint32_t rkey) {
+  return c->ctx.engine().mrs().free_window(rkey) ? 0 : EINVAL;
 }
 
 ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq, int channel_fd,
@@ -495,6 +512,16 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     copy_sges(wr, w);
     w.remote_addr = wr.wr.rdma.remote_addr;
     w.rkey = wr.wr.rdma.rkey;
+    if (wr.opcode == IBV_WR_BIND_MW) {
+      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      // A WR without a window names none: the bind fails with MW_BIND_ERR.
+      w.bind = WindowBind{wr.bind_mw.mw ? wr.bind_mw.mw->rkey : 0u,
+                          wr.bind_mw.rkey,
+                          b.mr ? b.mr->lkey : 0u,
+                          b.addr,
+                          b.length,
+                          b.mw_access_flags};
+    }
     if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       w.remote_addr = wr.wr.atomic.remote_addr;
       w.rkey = wr.wr.atomic.rkey;

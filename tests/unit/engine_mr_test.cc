@@ -3,6 +3,7 @@
 // byte-granular; scatter/gather lists are walked piece by piece.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <numeric>
 #include <set>
@@ -15,6 +16,7 @@ namespace {
 
 constexpr uint32_t kPd = 5;
 constexpr uint32_t kOtherPd = 6;
+constexpr uint32_t kQpn = 0x11;
 
 uint64_t addr_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
@@ -27,7 +29,8 @@ TEST(EngineMr, GivenRegisteredRegionExpectAccessInsideLandsAtTheRightByte) {
   EXPECT_EQ(mrs.local(key, kPd, addr_of(buf.data()) + 100, 50, kAccessLocalWrite, &p),
             MrCheck::kOk);
   EXPECT_EQ(p, buf.data() + 100);
-  EXPECT_EQ(mrs.remote(key, kPd, addr_of(buf.data()), 4096, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, addr_of(buf.data()), 4096, kAccessRemoteWrite, &p),
+            MrCheck::kOk);
   EXPECT_EQ(p, buf.data());
 }
 
@@ -37,9 +40,9 @@ TEST(EngineMr, GivenIovaDifferentFromAddressExpectTranslation) {
   std::vector<uint8_t> buf(64);
   const uint32_t key = mrs.add(kPd, buf.data(), 0x1000, buf.size(), kAccessRemoteWrite);
   uint8_t* p = nullptr;
-  EXPECT_EQ(mrs.remote(key, kPd, 0x1010, 8, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, 0x1010, 8, kAccessRemoteWrite, &p), MrCheck::kOk);
   EXPECT_EQ(p, buf.data() + 16);
-  EXPECT_EQ(mrs.remote(key, kPd, addr_of(buf.data()), 8, kAccessRemoteWrite, &p),
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, addr_of(buf.data()), 8, kAccessRemoteWrite, &p),
             MrCheck::kOutOfBounds);
 }
 
@@ -63,8 +66,8 @@ TEST(EngineMr, GivenUnknownOrRemovedKeyExpectBadKey) {
   uint8_t* p = nullptr;
   EXPECT_EQ(mrs.local(0, kPd, addr_of(buf.data()), 1, 0, &p), MrCheck::kBadKey);
   EXPECT_EQ(mrs.local(key + 1, kPd, addr_of(buf.data()), 1, 0, &p), MrCheck::kBadKey);
-  EXPECT_TRUE(mrs.remove(key));
-  EXPECT_FALSE(mrs.remove(key));
+  EXPECT_EQ(mrs.remove(key), 0);
+  EXPECT_EQ(mrs.remove(key), EINVAL);
   EXPECT_EQ(mrs.local(key, kPd, addr_of(buf.data()), 1, 0, &p), MrCheck::kBadKey);
   EXPECT_EQ(mrs.size(), 0u);
 }
@@ -75,7 +78,7 @@ TEST(EngineMr, GivenOtherProtectionDomainExpectBadPd) {
   const uint32_t key =
       mrs.add(kPd, buf.data(), addr_of(buf.data()), buf.size(), kAccessRemoteWrite);
   uint8_t* p = nullptr;
-  EXPECT_EQ(mrs.remote(key, kOtherPd, addr_of(buf.data()), 1, kAccessRemoteWrite, &p),
+  EXPECT_EQ(mrs.remote(key, kOtherPd, kQpn, addr_of(buf.data()), 1, kAccessRemoteWrite, &p),
             MrCheck::kBadPd);
   EXPECT_EQ(mrs.local(key, kOtherPd, addr_of(buf.data()), 1, 0, &p), MrCheck::kBadPd);
 }
@@ -88,12 +91,12 @@ TEST(EngineMr, GivenMissingAccessFlagExpectNoAccess) {
   const uint32_t ro = mrs.add(kPd, buf.data(), a, 16, 0);  // local read only
   EXPECT_EQ(mrs.local(ro, kPd, a, 16, 0, &p), MrCheck::kOk);
   EXPECT_EQ(mrs.local(ro, kPd, a, 16, kAccessLocalWrite, &p), MrCheck::kNoAccess);
-  EXPECT_EQ(mrs.remote(ro, kPd, a, 16, kAccessRemoteWrite, &p), MrCheck::kNoAccess);
-  EXPECT_EQ(mrs.remote(ro, kPd, a, 16, kAccessRemoteRead, &p), MrCheck::kNoAccess);
+  EXPECT_EQ(mrs.remote(ro, kPd, kQpn, a, 16, kAccessRemoteWrite, &p), MrCheck::kNoAccess);
+  EXPECT_EQ(mrs.remote(ro, kPd, kQpn, a, 16, kAccessRemoteRead, &p), MrCheck::kNoAccess);
   const uint32_t rr = mrs.add(kPd, buf.data(), a, 16, kAccessRemoteRead);
-  EXPECT_EQ(mrs.remote(rr, kPd, a, 16, kAccessRemoteRead, &p), MrCheck::kOk);
-  EXPECT_EQ(mrs.remote(rr, kPd, a, 16, kAccessRemoteWrite, &p), MrCheck::kNoAccess);
-  EXPECT_EQ(mrs.remote(rr, kPd, a, 16, kAccessRemoteWrite | kAccessRemoteRead, &p),
+  EXPECT_EQ(mrs.remote(rr, kPd, kQpn, a, 16, kAccessRemoteRead, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(rr, kPd, kQpn, a, 16, kAccessRemoteWrite, &p), MrCheck::kNoAccess);
+  EXPECT_EQ(mrs.remote(rr, kPd, kQpn, a, 16, kAccessRemoteWrite | kAccessRemoteRead, &p),
             MrCheck::kNoAccess);
 }
 
@@ -105,13 +108,13 @@ TEST(EngineMr, GivenFifteenByteRegionExpectEveryByteAndNothingMore) {
   const uint64_t a = addr_of(buf);
   const uint32_t key = mrs.add(kPd, buf, a, 15, kAccessLocalWrite | kAccessRemoteWrite);
   uint8_t* p = nullptr;
-  EXPECT_EQ(mrs.remote(key, kPd, a, 15, kAccessRemoteWrite, &p), MrCheck::kOk);
-  EXPECT_EQ(mrs.remote(key, kPd, a + 14, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a, 15, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a + 14, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
   EXPECT_EQ(p, buf + 14);
-  EXPECT_EQ(mrs.remote(key, kPd, a, 16, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(key, kPd, a + 15, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(key, kPd, a - 1, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(key, kPd, a - 1, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a, 16, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a + 15, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a - 1, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(key, kPd, kQpn, a - 1, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
   EXPECT_EQ(mrs.local(key, kPd, a + 1, 15, 0, &p), MrCheck::kOutOfBounds);
 }
 
@@ -133,26 +136,29 @@ TEST(EngineMr, GivenValuesThatOverflowExpectOutOfBoundsNeverWrapAround) {
   uint8_t* p = nullptr;
   const uint32_t low = mrs.add(kPd, buf.data(), 0x1000, 0x1000, kAccessRemoteWrite);
   // va + len wraps to a small number that looks in bounds.
-  EXPECT_EQ(mrs.remote(low, kPd, 0x1800, UINT64_MAX - 0x7ff, kAccessRemoteWrite, &p),
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, 0x1800, UINT64_MAX - 0x7ff, kAccessRemoteWrite, &p),
             MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(low, kPd, 0x1800, UINT64_MAX, kAccessRemoteWrite, &p),
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, 0x1800, UINT64_MAX, kAccessRemoteWrite, &p),
             MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(low, kPd, UINT64_MAX, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(low, kPd, UINT64_MAX - 0xfff, 0x1000, kAccessRemoteWrite, &p),
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, UINT64_MAX, 2, kAccessRemoteWrite, &p),
             MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(low, kPd, 0x1fff, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(low, kPd, 0x1fff, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, UINT64_MAX - 0xfff, 0x1000, kAccessRemoteWrite, &p),
+            MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, 0x1fff, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(low, kPd, kQpn, 0x1fff, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
 
   // A region whose last byte is the last address there is.
   const uint64_t top = UINT64_MAX - 0xfff;
   const uint32_t high = mrs.add(kPd, buf.data(), top, 0x1000, kAccessRemoteWrite);
-  EXPECT_EQ(mrs.remote(high, kPd, top, 0x1000, kAccessRemoteWrite, &p), MrCheck::kOk);
-  EXPECT_EQ(mrs.remote(high, kPd, UINT64_MAX, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, top, 0x1000, kAccessRemoteWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, UINT64_MAX, 1, kAccessRemoteWrite, &p), MrCheck::kOk);
   EXPECT_EQ(p, buf.data() + 0xfff);
-  EXPECT_EQ(mrs.remote(high, kPd, UINT64_MAX, 2, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(high, kPd, top, 0x1001, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(high, kPd, 0, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
-  EXPECT_EQ(mrs.remote(high, kPd, top - 1, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, UINT64_MAX, 2, kAccessRemoteWrite, &p),
+            MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, top, 0x1001, kAccessRemoteWrite, &p),
+            MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, 0, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs.remote(high, kPd, kQpn, top - 1, 1, kAccessRemoteWrite, &p), MrCheck::kOutOfBounds);
 }
 
 // --- scatter/gather ---

@@ -536,7 +536,7 @@ TEST_F(PostFixture, GivenBadWorkRequestExpectEinvalAndIndexOfTheBadOne) {
   EXPECT_EQ(qp->post_send(w, 3, &bad), EINVAL);
   EXPECT_EQ(bad, 1);
   w[1] = a_send(2);
-  w[2].opcode = WrOpcode::kBindMw;  // not offered
+  w[2].opcode = static_cast<WrOpcode>(10);  // IBV_WR_TSO: not offered
   EXPECT_EQ(qp->post_send(w, 3, &bad), EINVAL);
   EXPECT_EQ(bad, 2);
 }
@@ -562,6 +562,25 @@ TEST_F(PostFixture, GivenInlineDataExpectItLimitedToMaxInlineData) {
   EXPECT_EQ(testing::post(*qp, w), 0);  // max_inline_data is 64
   w.sge[0].length = 65;
   EXPECT_EQ(testing::post(*qp, w), EINVAL);
+}
+
+TEST_F(PostFixture, GivenUnpolledFlushesExpectResetTakesThemAndLeavesOtherQpsAlone) {
+  auto gone = make_qp(QpType::kRc, S::kRts);
+  auto other = make_qp(QpType::kRc, S::kRts);
+  ASSERT_EQ(testing::post(*gone, a_recv(1)), 0);
+  ASSERT_EQ(testing::post(*other, a_recv(2)), 0);
+  for (auto* qp : {gone.get(), other.get()}) {
+    QpAttr err;
+    err.qp_state = S::kErr;
+    ASSERT_EQ(qp->modify(err, kQpState), 0);
+  }
+  QpAttr reset;
+  reset.qp_state = S::kReset;
+  ASSERT_EQ(gone->modify(reset, kQpState), 0);
+  const std::vector<Completion> left = drain();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].wr_id, 2u);
+  EXPECT_EQ(left[0].status, WcStatus::kWrFlushErr);
 }
 
 }  // namespace

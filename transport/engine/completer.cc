@@ -136,6 +136,17 @@ void Qp::completer_error(WcStatus status) noexcept {
   enter_error();
 }
 
+// Binds and local invalidates that the requester executed complete as soon as
+// every WQE before them has: they wait for nothing from the peer.
+void Qp::completer_retire_local_operations() noexcept {
+  while (!sq_.empty() && sq_.head() < req_.cursor) {
+    SendWqe& w = sq_.at(sq_.head());
+    if (!is_local_operation(w.opcode) || !w.started) return;
+    complete_send(w, WcStatus::kSuccess);
+    sq_.pop();
+  }
+}
+
 Nanos Qp::completer_timer(Nanos now) noexcept {
   if (init_.type != QpType::kRc || !sq_can_send()) return 0;
   if (comp_.rnr_wait_until) {
@@ -208,6 +219,7 @@ void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
   if (psn == wqe.last_psn) {
     complete_send(wqe, WcStatus::kSuccess, wqe.length);
     sq_.pop();
+    completer_retire_local_operations();
     if (sq_.head() > req_.cursor) {
       req_.cursor = sq_.head();
       req_.cursor_offset = 0;
@@ -240,6 +252,7 @@ void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
   comp_.rnr_retries_left = attr_.rnr_retry;
   complete_send(*w, WcStatus::kSuccess, 8);
   sq_.pop();
+  completer_retire_local_operations();
   if (sq_.head() > req_.cursor) {
     req_.cursor = sq_.head();
     req_.cursor_offset = 0;

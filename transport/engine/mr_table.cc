@@ -1,23 +1,37 @@
 #include "transport/engine/mr_table.h"
 
+#include <cerrno>
 #include <mutex>
 
 namespace ibemu::engine {
 
 uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access) {
   std::unique_lock lock(mutex_);
-  // Random keys: a peer cannot derive one key from another (0 is never a key).
-  uint32_t key;
-  do {
-    key = rng_();
-  } while (key == 0 || regions_.count(key));
+  const uint32_t key = unused_index() << 8 | (rng_() & 0xff);
   regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access};
   return key;
 }
 
-bool MrTable::remove(uint32_t key) {
+// Random indices: a peer cannot derive one key from another. Regions and
+// windows share the index space, so an rkey names one object only; index 0
+// is never used (0 is never a key).
+uint32_t MrTable::unused_index() {
+  uint32_t index;
+  do {
+    index = rng_() >> 8;
+  } while (index == 0 || indices_.count(index));
+  indices_.insert(index);
+  return index;
+}
+
+int MrTable::remove(uint32_t key) {
   std::unique_lock lock(mutex_);
-  return regions_.erase(key) > 0;
+  auto it = regions_.find(key);
+  if (it == regions_.end()) return EINVAL;
+  if (it->second.bound_windows) return EBUSY;
+  indices_.erase(key >> 8);
+  regions_.erase(it);
+  return 0;
 }
 
 bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
@@ -26,6 +40,7 @@ bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, con
   auto it = regions_.find(key);
   if (it == regions_.end()) return false;
   MemoryRegion& mr = it->second;
+  if (mr.bound_windows) return false;  // windows translate through it
   if (pd) mr.pd = *pd;
   if (addr) mr.addr = *addr;
   if (iova) mr.iova = *iova;
@@ -59,9 +74,10 @@ MrCheck MrTable::local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, 
   return check(lkey, pd, addr, len, need, out);
 }
 
-MrCheck MrTable::remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
-                        uint8_t** out) const {
-  return check(rkey, pd, va, len, need, out);
+MrCheck MrTable::remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
+                        uint32_t need, uint8_t** out) const {
+  MrCheck c = check(rkey, pd, va, len, need, out);
+  return c == MrCheck::kBadKey ? check_window(rkey, pd, qpn, va, len, need, out) : c;
 }
 
 namespace {

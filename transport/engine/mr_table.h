@@ -8,6 +8,7 @@
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "transport/engine/types.h"
 
@@ -21,6 +22,24 @@ struct MemoryRegion {
   uint8_t* addr = nullptr;  // where the bytes are in this process
   uint64_t length = 0;
   uint32_t access = 0;
+  uint32_t bound_windows = 0;  // deregistration waits until none is bound (C10-?)
+};
+
+/// A memory window (IBA 10.6.7): a remote key onto part of a region, bound
+/// and invalidated by work requests on a send queue. Its rkey is an index
+/// (upper 24 bits, fixed at allocation) and a key byte the consumer chooses at
+/// each bind (ibv_inc_rkey).
+struct MemoryWindow {
+  uint32_t rkey = 0;
+  uint32_t pd = 0;
+  uint8_t type = 1;  // 1 or 2 (type 2B: tied to the QP that bound it)
+  bool bound = false;
+  uint32_t qpn = 0;     // type 2: the QP it was bound through
+  uint32_t mr_key = 0;  // the region it lies in
+  uint64_t va = 0;      // first address the peer uses (0 when zero-based)
+  uint64_t length = 0;
+  uint64_t mr_offset = 0;  // where va lands in the region
+  uint32_t access = 0;
 };
 
 /// Why a memory access was refused; the caller maps it to its WC status/NAK.
@@ -30,7 +49,8 @@ class MrTable {
  public:
   /// Registers a region; returns its key (lkey == rkey, as on ConnectX).
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access);
-  bool remove(uint32_t key);
+  /// 0, EINVAL (no such region) or EBUSY (windows are bound to it).
+  int remove(uint32_t key);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
   /// place; its key stays. Fields not flagged are kept. False if no such key.
   bool modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
@@ -40,16 +60,36 @@ class MrTable {
   /// Checks a local access through an lkey (an SGE) and returns where it lands.
   MrCheck local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need_access,
                 uint8_t** out) const;
-  /// Checks a remote access through an rkey (RETH / AtomicETH).
-  MrCheck remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need_access,
-                 uint8_t** out) const;
+  /// Checks a remote access through an rkey (RETH / AtomicETH) arriving on
+  /// QP `qpn`: the key names a region or a bound window.
+  MrCheck remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
+                 uint32_t need_access, uint8_t** out) const;
+
+  // Memory windows (memory_windows.cc).
+  /// Allocates an unbound window of type 1 or 2; returns its rkey.
+  uint32_t alloc_window(uint32_t pd, uint8_t type);
+  /// False if no such window.
+  bool free_window(uint32_t rkey);
+  /// Binds a window through QP `qpn` of protection domain `pd` (IBA 10.6.7.2).
+  MrCheck bind_window(const WindowBind& bind, uint32_t pd, uint32_t qpn);
+  /// Invalidates a type 2 window: locally (qpn 0) any of the PD's, remotely
+  /// (SEND with Invalidate) only one bound through the receiving QP.
+  MrCheck invalidate_window(uint32_t rkey, uint32_t pd, uint32_t qpn);
+  /// The window an rkey names, if any (a copy: tests and diagnostics).
+  bool find_window(uint32_t rkey, MemoryWindow* out) const;
 
  private:
   MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                 uint8_t** out) const;
+  MrCheck check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
+                       uint32_t need, uint8_t** out) const;
+  uint32_t unused_index();
+  void unbind(MemoryWindow& mw);
 
   mutable std::shared_mutex mutex_;
-  std::unordered_map<uint32_t, MemoryRegion> regions_;
+  std::unordered_map<uint32_t, MemoryRegion> regions_;  // by key
+  std::unordered_map<uint32_t, MemoryWindow> windows_;  // by index (rkey >> 8)
+  std::unordered_set<uint32_t> indices_;                // key >> 8 of every key handed out
   std::mt19937 rng_{std::random_device{}()};
 };
 

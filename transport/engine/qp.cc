@@ -88,7 +88,16 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
     comp_.retries_left = attr_.retry_cnt;
     comp_.rnr_retries_left = attr_.rnr_retry;
   }
-  if (to == QpState::kReset) reset_transport_state();
+  if (to == QpState::kReset) {
+    reset_transport_state();
+    // As ConnectX does: completions of this QP not yet polled (the flushes
+    // of its last ERR, say) go with its work queues, so a QP brought back up
+    // from RESET does not hand its consumer stale errors.
+    if (from != QpState::kReset) {
+      if (init_.send_cq) init_.send_cq->purge_qp(init_.qpn);
+      if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge_qp(init_.qpn);
+    }
+  }
   if (to == QpState::kErr && from != QpState::kErr) {
     flush_send_queue();
     flush_recv_queue();
@@ -140,6 +149,13 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
         // READ and atomics are RC operations (IBA table 84); data lands in
         // local memory, so inline makes no sense for them.
         if (init_.type != QpType::kRc || (w.flags & kSendInline)) return EINVAL;
+        break;
+      case WrOpcode::kSendWithInv:
+        if (init_.type != QpType::kRc) return EINVAL;  // RC and XRC only (IBA table 84)
+        break;
+      case WrOpcode::kBindMw:
+      case WrOpcode::kLocalInv:
+        if (w.flags & kSendInline) return EINVAL;  // they carry no data
         break;
       default:
         return EINVAL;  // not offered by this HCA: refused at post time
@@ -217,6 +233,9 @@ void Qp::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noexcep
       break;
     case WrOpcode::kLocalInv:
       c.opcode = WcOpcode::kLocalInv;
+      break;
+    case WrOpcode::kBindMw:
+      c.opcode = WcOpcode::kBindMw;
       break;
     default:
       c.opcode = WcOpcode::kSend;

@@ -42,7 +42,7 @@ struct QpInit {
 };
 
 struct QpEnv {
-  const MrTable* mrs = nullptr;
+  MrTable* mrs = nullptr;
   PacketSink* sink = nullptr;
   const PortTable* ports = nullptr;
   std::function<void(uint32_t qpn, QpEvent)> on_event;
@@ -87,6 +87,8 @@ class Qp {
   bool requester_send_packet(SendWqe& wqe) noexcept;
   void requester_send_rd_atomic(SendWqe& wqe) noexcept;
   bool requester_may_start(const SendWqe& wqe) const noexcept;
+  void requester_execute_local(SendWqe& wqe) noexcept;
+  void requester_fail_wqe(WcStatus status) noexcept;
   void requester_rewind(uint32_t psn) noexcept;
   void fill_address_headers(wire::PacketHeaders& h) const noexcept;
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
@@ -114,6 +116,7 @@ class Qp {
   void completer_atomic_ack(const wire::PacketView& pkt) noexcept;
   void completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
   void completer_error(WcStatus status) noexcept;
+  void completer_retire_local_operations() noexcept;
   Nanos completer_timer(Nanos now) noexcept;
 
   std::mutex mutex_;

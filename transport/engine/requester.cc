@@ -176,15 +176,8 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
     std::memcpy(data, wqe.inline_data + off, payload);
   } else if (copy_from_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, off, data, payload) !=
              MrCheck::kOk) {
-    // IBA 10.7.2.2: a bad lkey on the send side is a local protection error
-    // of this WQE. The QP goes to the error state, so the WQEs before it,
-    // sent but not yet acknowledged, are flushed ahead of it (completions stay
-    // in order) and the error lands on the WQE that caused it.
-    while (sq_.head() < req_.cursor) {
-      complete_send(sq_.at(sq_.head()), WcStatus::kWrFlushErr);
-      sq_.pop();
-    }
-    completer_error(WcStatus::kLocProtErr);
+    // IBA 10.7.2.2: a bad lkey on the send side is a local protection error.
+    requester_fail_wqe(WcStatus::kLocProtErr);
     return true;
   }
   emit(tx_buf_, hlen, payload);
@@ -194,6 +187,41 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   // window for good after kMaxUnackedPackets.
   if (init_.type == QpType::kRc) ++req_.unacked;
   return last;
+}
+
+// The WQE at the cursor failed before anything of it left. The QP goes to the
+// error state, so the WQEs before it, sent but not yet acknowledged, are
+// flushed ahead of it (completions stay in order) and the error lands on the
+// WQE that caused it.
+void Qp::requester_fail_wqe(WcStatus status) noexcept {
+  while (sq_.head() < req_.cursor) {
+    complete_send(sq_.at(sq_.head()), WcStatus::kWrFlushErr);
+    sq_.pop();
+  }
+  completer_error(status);
+}
+
+// A bind or local invalidate takes effect when the requester reaches it, in
+// send-queue order (a fence makes it wait for earlier READs and atomics). It
+// sends nothing; its PSN range is empty and sits just before the next packet,
+// so it completes once every WQE before it has (IBA 10.6.7.2). A WQE resent
+// after a rewind is not executed twice.
+void Qp::requester_execute_local(SendWqe& wqe) noexcept {
+  if (!wqe.started) {
+    const MrCheck result = wqe.opcode == WrOpcode::kBindMw
+                               ? env_.mrs->bind_window(wqe.bind, init_.pd, init_.qpn)
+                               : env_.mrs->invalidate_window(wqe.imm_or_rkey, init_.pd, 0);
+    if (result != MrCheck::kOk) {
+      requester_fail_wqe(wqe.opcode == WrOpcode::kBindMw ? WcStatus::kMwBindErr
+                                                         : WcStatus::kLocQpOpErr);
+      return;
+    }
+    wqe.started = true;
+    wqe.first_psn = wqe.last_psn = wire::psn_add(req_.next_psn, wire::kPsnMask);
+  }
+  ++req_.cursor;
+  req_.cursor_offset = 0;
+  completer_retire_local_operations();
 }
 
 void Qp::requester_pump() noexcept {
@@ -206,6 +234,10 @@ void Qp::requester_pump() noexcept {
     // if need be), no new one starts until the QP is back in RTS.
     if (attr_.qp_state == QpState::kSqd && !wqe.started) break;
     if (req_.cursor_offset == 0 && !requester_may_start(wqe)) break;
+    if (is_local_operation(wqe.opcode)) {
+      requester_execute_local(wqe);
+      continue;
+    }
     bool done = requester_send_packet(wqe);
     if (attr_.qp_state == QpState::kErr) return;
     sent = true;

@@ -218,8 +218,15 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
       imm = pkt.immdt().imm();
     }
     if (flags & wire::kHasIeth) {
-      wc_flags |= kWcWithInv;
+      // SEND with Invalidate (IBA 9.4.4.1): the named window, bound through
+      // this QP, is invalid once the message completes. A key that names no
+      // such window is an invalid request.
       imm = pkt.ieth().rkey();
+      if (env_.mrs->invalidate_window(imm, init_.pd, init_.qpn) != MrCheck::kOk) {
+        responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+        return;
+      }
+      wc_flags |= kWcWithInv;
     }
     if (pkt.has_grh) wc_flags |= kWcGrh;
     complete_recv(wqe, WcStatus::kSuccess, WcOpcode::kRecv, resp_.recv_offset, imm, wc_flags,
@@ -253,7 +260,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     uint8_t* dst;
     if (!(attr_.qp_access_flags & kAccessRemoteWrite) ||
         (resp_.write_total &&
-         env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, resp_.write_total,
+         env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, resp_.write_total,
                           kAccessRemoteWrite, &dst) != MrCheck::kOk)) {
       resp_.in_write = false;
       responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
@@ -269,8 +276,8 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   }
   if (n) {
     uint8_t* dst;
-    if (env_.mrs->remote(resp_.write_rkey, init_.pd, resp_.write_va, n, kAccessRemoteWrite, &dst) !=
-        MrCheck::kOk) {
+    if (env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, n,
+                         kAccessRemoteWrite, &dst) != MrCheck::kOk) {
       resp_.in_write = false;  // the region went away mid-message
       responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
@@ -301,8 +308,8 @@ void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexc
   const uint32_t mtu = mtu_bytes();
   uint8_t* p = nullptr;
   if (!(attr_.qp_access_flags & kAccessRemoteRead) ||
-      (len && env_.mrs->remote(reth.rkey(), init_.pd, reth.va(), len, kAccessRemoteRead, &p) !=
-                  MrCheck::kOk)) {
+      (len && env_.mrs->remote(reth.rkey(), init_.pd, init_.qpn, reth.va(), len, kAccessRemoteRead,
+                               &p) != MrCheck::kOk)) {
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
@@ -333,7 +340,8 @@ void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
   }
   uint8_t* p;
   if (!(attr_.qp_access_flags & kAccessRemoteAtomic) ||
-      env_.mrs->remote(a.rkey(), init_.pd, a.va(), 8, kAccessRemoteAtomic, &p) != MrCheck::kOk) {
+      env_.mrs->remote(a.rkey(), init_.pd, init_.qpn, a.va(), 8, kAccessRemoteAtomic, &p) !=
+          MrCheck::kOk) {
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }

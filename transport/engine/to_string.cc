@@ -14,6 +14,8 @@ const char* to_string(WcStatus s) {
       return "local protection error";
     case WcStatus::kWrFlushErr:
       return "WR flushed";
+    case WcStatus::kMwBindErr:
+      return "memory window bind error";
     case WcStatus::kBadRespErr:
       return "bad response";
     case WcStatus::kLocAccessErr:

@@ -14,6 +14,7 @@ enum class WcStatus : uint8_t {
   kLocQpOpErr = 2,
   kLocProtErr = 4,
   kWrFlushErr = 5,
+  kMwBindErr = 6,
   kBadRespErr = 7,
   kLocAccessErr = 8,
   kRemInvReqErr = 9,
@@ -32,6 +33,7 @@ enum class WcOpcode : uint8_t {
   kRdmaRead = 2,
   kCompSwap = 3,
   kFetchAdd = 4,
+  kBindMw = 5,
   kLocalInv = 6,
   kRecv = 128,
   kRecvRdmaWithImm = 129,
@@ -110,6 +112,16 @@ struct Sge {
   uint32_t lkey;
 };
 
+/// A memory window bind (IBV_WR_BIND_MW, ibv_bind_mw; IBA 10.6.7.2).
+struct WindowBind {
+  uint32_t mw_rkey;   // the window's current rkey: names the window
+  uint32_t new_rkey;  // its rkey once bound
+  uint32_t mr_lkey;
+  uint64_t addr;
+  uint64_t length;  // 0 takes a type 1 window back
+  uint32_t access;
+};
+
 /// An address vector (ibv_ah_attr without the rdma-core types).
 struct AddressVector {
   uint16_t dlid = 0;
@@ -175,6 +187,7 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxCq = 1 << 16;
   static constexpr uint32_t kMaxMr = 1 << 20;
   static constexpr uint32_t kMaxPd = 1 << 16;
+  static constexpr uint32_t kMaxMw = 1 << 16;
   static constexpr uint64_t kMaxMrSize = ~0ull;
   static constexpr uint32_t kMaxQpRdAtom = 16;
   static constexpr uint32_t kMaxQpInitRdAtom = 16;

@@ -21,6 +21,7 @@ struct SendWqe {
   uint32_t rkey = 0;
   uint64_t compare_add = 0;
   uint64_t swap = 0;
+  WindowBind bind;  // IBV_WR_BIND_MW only
   bool is_inline = false;
   uint8_t inline_data[DeviceLimits::kMaxInlineData];
 
@@ -37,6 +38,12 @@ struct SendWqe {
 inline bool expects_response(WrOpcode op) {
   return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
          op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+/// Memory window bind and local invalidate act on this HCA's key tables and
+/// send no packet; they still complete in send-queue order (IBA 10.6.7.2).
+inline bool is_local_operation(WrOpcode op) {
+  return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv;
 }
 
 struct RecvWqe {

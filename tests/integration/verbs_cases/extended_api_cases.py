@@ -346,14 +346,16 @@ def test_post_before_rts_fails_at_complete(pair):
 
 def test_send_ops_the_device_does_not_offer_are_eopnotsupp(pair):
     a, _ = pair
-    for ops in (e.IBV_QP_EX_WITH_BIND_MW, e.IBV_QP_EX_WITH_TSO, OPS | e.IBV_QP_EX_WITH_TSO):
+    for ops in (e.IBV_QP_EX_WITH_TSO, OPS | e.IBV_QP_EX_WITH_TSO):
         expect_errno(errno.EOPNOTSUPP, QPEx, a.ctx, qp_init_attr(a, ops=ops))
-    # RDMA READ and atomics are RC-only operations (IBA 9.7.5).
+    # RDMA READ, atomics and SEND with Invalidate are RC-only operations
+    # (IBA table 84).
     for ops in (e.IBV_QP_EX_WITH_RDMA_READ, e.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
-                e.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD):
+                e.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, e.IBV_QP_EX_WITH_SEND_WITH_INV):
         expect_errno(errno.EOPNOTSUPP, QPEx, a.ctx, qp_init_attr(a, e.IBV_QPT_UC, ops))
-    # UC takes the operations it has.
-    QPEx(a.ctx, qp_init_attr(a, e.IBV_QPT_UC, UC_OPS)).close()
+    # UC takes the operations it has, binds and local invalidates included.
+    QPEx(a.ctx, qp_init_attr(a, e.IBV_QPT_UC, UC_OPS | e.IBV_QP_EX_WITH_BIND_MW
+                             | e.IBV_QP_EX_WITH_LOCAL_INV)).close()
 
 
 def test_cq_ex_attributes(pair):
