@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +25,26 @@ namespace {
 constexpr engine::Nanos kSpinNs = 20'000;
 constexpr uint32_t kInboxSlots = 1024;
 // An application thread that polled within this window is taken as polling
-// and left to drain the inbox. Short: a program may stop polling its CQ and
-// wait on memory for the peer's RDMA WRITE (ib_write_lat does), which then
-// lands only when the progress thread takes over again.
+// and left to drain the inbox.
 constexpr engine::Nanos kAppPollGraceNs = 15'000;
+// ... but a program may stop polling its CQ and wait on memory for the peer's
+// RDMA WRITE (ib_write_lat does). A packet still waiting this long after the
+// progress thread saw it means nobody drains the inbox: it takes over. A
+// polling application drains a packet within a few hundred nanoseconds; a
+// sleeping watcher cannot look that often.
+constexpr engine::Nanos kStallWhenSpinningNs = 500;
+constexpr engine::Nanos kStallCheckNs = 2'000;
+// With this many CPUs to run on, the progress thread watches the inbox by
+// spinning while the application polls; with fewer it sleeps between looks,
+// leaving the CPUs to the application threads (a timed sleep of a few
+// microseconds often lasts tens, so a stalled packet then waits that long).
+constexpr int kCpusToSpinWhileAppPolls = 4;
+
+bool enough_cpus_to_spin() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return CPU_COUNT(&set) >= kCpusToSpinWhileAppPolls;
+}
 }  // namespace
 
 ProviderContext::~ProviderContext() {
@@ -183,9 +201,22 @@ void ProviderContext::progress_loop() noexcept {
   engine::Nanos next_timer = 0;
   engine::Nanos last_scan = 0;
   engine::Nanos idle_since = 0;
+  const bool spin_while_app_polls = enough_cpus_to_spin();
+  const engine::Nanos stall_after = spin_while_app_polls ? kStallWhenSpinningNs : kStallCheckNs;
+  uint64_t watched = link::ShmRing::kEmpty;  // the oldest packet waiting ...
+  engine::Nanos watched_since = 0;           // ... and since when we saw it
   while (!stopping_.load(std::memory_order_relaxed)) {
     engine::Nanos now = engine::now_ns();
     bool app_polling = now - last_app_poll_.load(std::memory_order_relaxed) < kAppPollGraceNs;
+    if (app_polling) {
+      const uint64_t oldest = inbox_.oldest_pending();
+      if (oldest == link::ShmRing::kEmpty || oldest != watched) {
+        watched = oldest;
+        watched_since = now;
+      } else if (now - watched_since >= stall_after) {
+        app_polling = false;  // stalled: nobody drains it
+      }
+    }
     bool worked = false;
     if (!app_polling) {
       std::unique_lock lock(consumer_mutex_, std::try_to_lock);
@@ -203,10 +234,11 @@ void ProviderContext::progress_loop() noexcept {
       continue;
     }
     if (app_polling) {
-      // The application drains the inbox itself; only timers are ours.
-      // Sleep, without asking producers to wake us, until the window closes.
+      // The application drains the inbox itself; only timers and stalls are
+      // ours. Watch, without asking producers to wake us.
+      if (spin_while_app_polls) continue;
       engine::Nanos wait = last_app_poll_.load(std::memory_order_relaxed) + kAppPollGraceNs - now;
-      wait = std::max<engine::Nanos>(wait, 1'000);
+      wait = std::clamp<engine::Nanos>(wait, 1'000, kStallCheckNs);
       if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
       inbox_.wait(wait, /*announce=*/false);
       idle_since = 0;

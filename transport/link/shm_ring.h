@@ -57,6 +57,13 @@ class ShmRing {
   void wake() noexcept;
 
   uint64_t dropped() const { return hdr_ ? hdr_->dropped.load() : 0; }
+  /// Anyone: the position of the oldest unconsumed packet, or kEmpty. The
+  /// same value seen twice some time apart means nobody consumed meanwhile.
+  static constexpr uint64_t kEmpty = ~0ull;
+  uint64_t oldest_pending() const noexcept {
+    const uint64_t head = hdr_->head.load(std::memory_order_relaxed);
+    return head == hdr_->tail.load(std::memory_order_acquire) ? kEmpty : head;
+  }
 
  private:
   uint8_t* slot(uint64_t pos) const noexcept;
