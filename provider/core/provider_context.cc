@@ -28,16 +28,14 @@ constexpr uint32_t kInboxSlots = 1024;
 // and left to drain the inbox.
 constexpr engine::Nanos kAppPollGraceNs = 15'000;
 // ... but a program may stop polling its CQ and wait on memory for the peer's
-// RDMA WRITE (ib_write_lat does). A packet still waiting this long after the
-// progress thread saw it means nobody drains the inbox: it takes over. A
-// polling application drains a packet within a few hundred nanoseconds; a
-// sleeping watcher cannot look that often.
+// RDMA WRITE (ib_write_lat does). With CPUs to spare, the progress thread
+// watches the inbox by spinning while the application polls, and takes over a
+// packet that waited this long (a polling application drains one within a few
+// hundred nanoseconds). With fewer CPUs it sleeps through the polling window
+// and looks once at its end: waking more often takes the CPU from the polling
+// threads themselves (ibv_rc_pingpong on 2 CPUs went from 30 us to over
+// 500 us per round trip with 2 us looks).
 constexpr engine::Nanos kStallWhenSpinningNs = 500;
-constexpr engine::Nanos kStallCheckNs = 2'000;
-// With this many CPUs to run on, the progress thread watches the inbox by
-// spinning while the application polls; with fewer it sleeps between looks,
-// leaving the CPUs to the application threads (a timed sleep of a few
-// microseconds often lasts tens, so a stalled packet then waits that long).
 constexpr int kCpusToSpinWhileAppPolls = 4;
 
 bool enough_cpus_to_spin() {
@@ -202,7 +200,7 @@ void ProviderContext::progress_loop() noexcept {
   engine::Nanos last_scan = 0;
   engine::Nanos idle_since = 0;
   const bool spin_while_app_polls = enough_cpus_to_spin();
-  const engine::Nanos stall_after = spin_while_app_polls ? kStallWhenSpinningNs : kStallCheckNs;
+  const engine::Nanos stall_after = spin_while_app_polls ? kStallWhenSpinningNs : kAppPollGraceNs;
   uint64_t watched = link::ShmRing::kEmpty;  // the oldest packet waiting ...
   engine::Nanos watched_since = 0;           // ... and since when we saw it
   while (!stopping_.load(std::memory_order_relaxed)) {
@@ -238,7 +236,7 @@ void ProviderContext::progress_loop() noexcept {
       // ours. Watch, without asking producers to wake us.
       if (spin_while_app_polls) continue;
       engine::Nanos wait = last_app_poll_.load(std::memory_order_relaxed) + kAppPollGraceNs - now;
-      wait = std::clamp<engine::Nanos>(wait, 1'000, kStallCheckNs);
+      wait = std::max<engine::Nanos>(wait, 1'000);
       if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
       inbox_.wait(wait, /*announce=*/false);
       idle_since = 0;
