@@ -32,6 +32,13 @@ uint32_t ibemu_core_alloc_pd(struct ibemu_core_context* ctx);
 int ibemu_core_reg_mr(struct ibemu_core_context* ctx, uint32_t pd, void* addr, size_t length,
                       uint64_t iova, int access, uint32_t* key);
 int ibemu_core_dereg_mr(struct ibemu_core_context* ctx, uint32_t key);
+/* An address handle: what ibv_create_ah was given (a UD WR names it). */
+struct ibemu_ah {
+  struct ibv_ah ah;
+  struct ibv_ah_attr attr;
+};
+int ibemu_core_check_ah(struct ibemu_core_context* ctx, const struct ibv_ah_attr* attr);
+
 /* Memory windows: `type` is enum ibv_mw_type; the rkey names the window. */
 int ibemu_core_alloc_mw(struct ibemu_core_context* ctx, uint32_t pd, int type, uint32_t* rkey);
 int ibemu_core_dealloc_mw(struct ibemu_core_context* ctx, uint32_t rkey);
@@ -106,6 +113,8 @@ void ibemu_core_wr_set_sges(struct ibemu_core_wr_builder* b, const struct ibv_sg
                             size_t num_sge);
 void ibemu_core_wr_set_inline(struct ibemu_core_wr_builder* b, const struct ibv_data_buf* bufs,
                               size_t num_buf);
+void ibemu_core_wr_set_ud_addr(struct ibemu_core_wr_builder* b, const struct ibemu_ah* ah,
+                               uint32_t remote_qpn, uint32_t remote_qkey);
 /* Posts the region's WRs; 0 or the errno of the first bad WR. */
 int ibemu_core_wr_complete(struct ibemu_core_wr_builder* b);
 void ibemu_core_wr_abort(struct ibemu_core_wr_builder* b);

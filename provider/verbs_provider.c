@@ -123,6 +123,27 @@ static int ibemu_rereg_mr(struct verbs_mr* vmr, int flags, struct ibv_pd* pd, vo
   return 0;
 }
 
+static struct ibv_ah* ibemu_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
+  struct ibemu_ah* ah;
+  int err = ibemu_core_check_ah(to_ctx(pd->context)->core, attr);
+  if (err) {
+    errno = err;
+    return NULL;
+  }
+  ah = calloc(1, sizeof(*ah));
+  if (!ah) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  ah->attr = *attr;
+  return &ah->ah;
+}
+
+static int ibemu_destroy_ah(struct ibv_ah* ah) {
+  free((struct ibemu_ah*)ah);
+  return 0;
+}
+
 static struct ibv_mw* ibemu_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type) {
   struct ibv_mw* mw = calloc(1, sizeof(*mw));
   int err;
@@ -334,6 +355,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .alloc_pd = ibemu_alloc_pd,
     .bind_mw = ibemu_bind_mw,
     .cq_event = ibemu_cq_event,
+    .create_ah = ibemu_create_ah,
     .create_cq = ibemu_create_cq,
     .create_cq_ex = ibemu_create_cq_ex,
     .create_qp = ibemu_create_qp,
@@ -341,6 +363,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .dealloc_mw = ibemu_dealloc_mw,
     .dealloc_pd = ibemu_dealloc_pd,
     .dereg_mr = ibemu_dereg_mr,
+    .destroy_ah = ibemu_destroy_ah,
     .destroy_cq = ibemu_destroy_cq,
     .destroy_qp = ibemu_destroy_qp,
     .free_context = ibemu_free_context,

@@ -9,5 +9,7 @@ namespace ibemu::provider {
 
 /// The engine QP behind a core QP; valid until ibemu_core_destroy_qp.
 engine::Qp& engine_qp(ibemu_core_qp* qp) noexcept;
+/// rdma-core's address vector as the engine keeps it.
+engine::AddressVector to_av(const ibv_ah_attr& a) noexcept;
 
 }  // namespace ibemu::provider

@@ -104,6 +104,8 @@ uint64_t ibemu_core_wr_ops_supported(ibv_qp_type qp_type) {
       return kRcOps;
     case IBV_QPT_UC:
       return kUcOps;
+    case IBV_QPT_UD:
+      return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     default:
       return 0;
   }
@@ -169,6 +171,16 @@ void ibemu_core_wr_set_sges(ibemu_core_wr_builder* b, const ibv_sge* sges, size_
   if (len > DeviceLimits::kMaxMsgSize) return fail(b, EINVAL);
   w->num_sge = static_cast<int>(num_sge);
   w->flags &= ~kSendInline;
+}
+
+void ibemu_core_wr_set_ud_addr(ibemu_core_wr_builder* b, const ibemu_ah* ah, uint32_t remote_qpn,
+                               uint32_t remote_qkey) {
+  SendWqe* w = current(b);
+  if (!w) return;
+  if (!ah) return fail(b, EINVAL);
+  w->av = provider::to_av(ah->attr);
+  w->remote_qpn = remote_qpn & 0xffffff;
+  w->remote_qkey = remote_qkey;
 }
 
 void ibemu_core_wr_set_inline(ibemu_core_wr_builder* b, const ibv_data_buf* bufs, size_t num_buf) {

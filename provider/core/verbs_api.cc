@@ -24,6 +24,10 @@ struct ibemu_core_context {
   std::atomic<uint32_t> next_pd{1};
 };
 
+// An opcode the engine refuses at post time (EINVAL), for WRs found unusable
+// while converting them.
+constexpr WrOpcode kNoSuchOpcode = static_cast<WrOpcode>(0xff);
+
 // Empty polls in a row after which a poller starts yielding its CPU.
 constexpr uint32_t kPollsBeforeYield = 64;
 
@@ -61,6 +65,8 @@ static_assert(int{kSendInline} == int{IBV_SEND_INLINE} &&
               int{kSendSignaled} == int{IBV_SEND_SIGNALED});
 static_assert(int{kAccessRemoteAtomic} == int{IBV_ACCESS_REMOTE_ATOMIC});
 static_assert(static_cast<int>(QpState::kErr) == IBV_QPS_ERR);
+static_assert(static_cast<int>(QpType::kUd) == IBV_QPT_UD &&
+              static_cast<int>(QpType::kUc) == IBV_QPT_UC);
 static_assert(int{kWcWithImm} == int{IBV_WC_WITH_IMM} && int{kWcGrh} == int{IBV_WC_GRH});
 
 template <typename VerbsWr, typename Wqe>
@@ -146,6 +152,7 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_cqe = DeviceLimits::kMaxCqe;
   a.max_mr = DeviceLimits::kMaxMr;
   a.max_pd = DeviceLimits::kMaxPd;
+  a.max_ah = DeviceLimits::kMaxAh;
   a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
   a.max_qp_init_rd_atom = DeviceLimits::kMaxQpInitRdAtom;
   a.max_res_rd_atom = DeviceLimits::kMaxQpRdAtom * DeviceLimits::kMaxQp;
@@ -339,9 +346,12 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
     case IBV_QPT_UC:
       type = QpType::kUc;
       break;
+    case IBV_QPT_UD:
+      type = QpType::kUd;
+      break;
     default:
       *err = EOPNOTSUPP;
-      return nullptr;  // UD, XRC: not offered by this HCA yet
+      return nullptr;  // XRC: not offered by this HCA yet
   }
   if (attr->srq) *err = EOPNOTSUPP;  // SRQs are not offered yet (max_srq = 0)
   if (!send_cq || !recv_cq) *err = EINVAL;
@@ -408,19 +418,12 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
   return 0;
 }
 
-static AddressVector to_av(const ibv_ah_attr& a) {
-  AddressVector av;
-  av.dlid = a.dlid;
-  av.sl = a.sl;
-  av.src_path_bits = a.src_path_bits;
-  av.port_num = a.port_num;
-  av.is_global = a.is_global;
-  std::memcpy(av.dgid.data(), a.grh.dgid.raw, 16);
-  av.flow_label = a.grh.flow_label;
-  av.sgid_index = a.grh.sgid_index;
-  av.hop_limit = a.grh.hop_limit;
-  av.traffic_class = a.grh.traffic_class;
-  return av;
+// IBA 11.2.2.1: what an address handle must name. 0 or an errno.
+int ibemu_core_check_ah(ibemu_core_context* c, const ibv_ah_attr* a) {
+  if (a->port_num < 1 || a->port_num > c->ctx.num_ports()) return EINVAL;
+  if (a->is_global && a->grh.sgid_index >= 1) return EINVAL;  // one GID per port
+  if (!a->is_global && a->dlid == 0) return EINVAL;
+  return 0;
 }
 
 static ibv_ah_attr from_av(const AddressVector& av) {
@@ -448,7 +451,7 @@ int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   attr.sq_psn = a->sq_psn;
   attr.dest_qp_num = a->dest_qp_num;
   attr.qp_access_flags = a->qp_access_flags;
-  attr.ah = to_av(a->ah_attr);
+  attr.ah = provider::to_av(a->ah_attr);
   attr.pkey_index = a->pkey_index;
   attr.max_rd_atomic = a->max_rd_atomic;
   attr.max_dest_rd_atomic = a->max_dest_rd_atomic;
@@ -498,13 +501,14 @@ int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_att
   if (init) {
     init->cap = r.cap;
     init->sq_sig_all = q->init.sq_sig_all;
-    init->qp_type = q->init.type == QpType::kRc ? IBV_QPT_RC : IBV_QPT_UC;
+    init->qp_type = static_cast<ibv_qp_type>(q->init.type);
   }
   return 0;
 }
 
 int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  auto convert = [](const ibv_send_wr& wr, SendWqe& w) {
+  const bool datagram = q->init.type == QpType::kUd;
+  auto convert = [datagram](const ibv_send_wr& wr, SendWqe& w) {
     w.wr_id = wr.wr_id;
     w.opcode = static_cast<WrOpcode>(wr.opcode);
     w.flags = wr.send_flags;
@@ -512,6 +516,14 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     copy_sges(wr, w);
     w.remote_addr = wr.wr.rdma.remote_addr;
     w.rkey = wr.wr.rdma.rkey;
+    if (datagram) {
+      if (wr.wr.ud.ah)
+        w.av = provider::to_av(reinterpret_cast<const ibemu_ah*>(wr.wr.ud.ah)->attr);
+      else
+        w.opcode = kNoSuchOpcode;  // no destination: refused by the post (EINVAL)
+      w.remote_qpn = wr.wr.ud.remote_qpn & 0xffffff;
+      w.remote_qkey = wr.wr.ud.remote_qkey;
+    }
     if (wr.opcode == IBV_WR_BIND_MW) {
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
       // A WR without a window names none: the bind fails with MW_BIND_ERR.
@@ -547,3 +559,18 @@ int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 // ---- Accessors for the other core files (provider/core/core_internal.h) ----
 
 engine::Qp& ibemu::provider::engine_qp(ibemu_core_qp* q) noexcept { return *q->qp; }
+
+AddressVector ibemu::provider::to_av(const ibv_ah_attr& a) noexcept {
+  AddressVector av;
+  av.dlid = a.dlid;
+  av.sl = a.sl;
+  av.src_path_bits = a.src_path_bits;
+  av.port_num = a.port_num;
+  av.is_global = a.is_global;
+  std::memcpy(av.dgid.data(), a.grh.dgid.raw, 16);
+  av.flow_label = a.grh.flow_label;
+  av.sgid_index = a.grh.sgid_index;
+  av.hop_limit = a.grh.hop_limit;
+  av.traffic_class = a.grh.traffic_class;
+  return av;
+}

@@ -8,15 +8,11 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "transport/engine/counters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/qp.h"
 
 namespace ibemu::engine {
-
-struct EngineCounters {
-  std::atomic<uint64_t> rx_packets{0}, rx_bytes{0}, tx_packets{0}, tx_bytes{0};
-  std::atomic<uint64_t> rx_malformed{0}, rx_unknown_qp{0}, rx_wrong_dlid{0};
-};
 
 class HcaEngine {
  public:

@@ -137,6 +137,10 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       return EINVAL;
     if (sq_.full()) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_send_sge) return EINVAL;
+    // UD carries SENDs only (IBA table 84).
+    if (init_.type == QpType::kUd && w.opcode != WrOpcode::kSend &&
+        w.opcode != WrOpcode::kSendWithImm)
+      return EINVAL;
     switch (w.opcode) {
       case WrOpcode::kSend:
       case WrOpcode::kSendWithImm:
@@ -184,7 +188,7 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       }
       q.is_inline = true;
     }
-    if (attr_.qp_state == QpState::kErr) flush_send_queue();
+    if (attr_.qp_state == QpState::kErr || attr_.qp_state == QpState::kSqe) flush_send_queue();
   }
   *bad = -1;
   return 0;
@@ -257,6 +261,10 @@ void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_
   c.src_qp = attr_.dest_qp_num;
   c.slid = slid;
   c.sl = attr_.ah.sl;
+  push_recv_completion(c, solicited);
+}
+
+void Qp::push_recv_completion(const Completion& c, bool solicited) noexcept {
   if (init_.recv_cq && !init_.recv_cq->push(c, solicited)) on_cq_overrun();
 }
 
@@ -297,7 +305,9 @@ void Qp::enter_error() noexcept {
 
 void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
-  if (pkt.info->flags & wire::kIsResponse)
+  if (init_.type == QpType::kUd)
+    datagram_receive(pkt);
+  else if (pkt.info->flags & wire::kIsResponse)
     completer_receive(pkt);
   else
     responder_receive(pkt);

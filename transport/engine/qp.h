@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "transport/engine/completion_queue.h"
+#include "transport/engine/counters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/timing.h"
@@ -46,6 +47,7 @@ struct QpEnv {
   PacketSink* sink = nullptr;
   const PortTable* ports = nullptr;
   std::function<void(uint32_t qpn, QpEvent)> on_event;
+  EngineCounters* counters = nullptr;  // drops a QP decides on; may be null
 };
 
 class Qp {
@@ -77,6 +79,7 @@ class Qp {
   void complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len = 0) noexcept;
   void complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
                      uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept;
+  void push_recv_completion(const Completion& c, bool solicited) noexcept;
   uint32_t mtu_bytes() const noexcept;
   bool sq_can_send() const noexcept;
   bool rq_can_receive() const noexcept;
@@ -90,7 +93,7 @@ class Qp {
   void requester_execute_local(SendWqe& wqe) noexcept;
   void requester_fail_wqe(WcStatus status) noexcept;
   void requester_rewind(uint32_t psn) noexcept;
-  void fill_address_headers(wire::PacketHeaders& h) const noexcept;
+  void fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept;
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                        bool solicited) noexcept;
   void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
@@ -108,6 +111,11 @@ class Qp {
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
+
+  // datagram.cc (UD, IBA 9.8.?)
+  void datagram_send(SendWqe& wqe) noexcept;
+  void datagram_receive(const wire::PacketView& pkt) noexcept;
+  void count_drop(std::atomic<uint64_t> EngineCounters::*counter) noexcept;
 
   // completer.cc (IBA 9.7.5.1, 9.7.6)
   void completer_receive(const wire::PacketView& pkt) noexcept;

@@ -52,9 +52,8 @@ uint8_t for_transport(uint8_t rc_opcode, QpType type) {
 
 // LRH and, for a global address vector, GRH toward the connected peer
 // (IBA 7.7, 8.3): both engines' packets leave through here.
-void Qp::fill_address_headers(wire::PacketHeaders& h) const noexcept {
+void Qp::fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept {
   PortAddress me = env_.ports->port(attr_.port_num);
-  const AddressVector& av = attr_.ah;
   h.lrh.set_vl(0);
   h.lrh.set_lver(0);
   h.lrh.set_sl(av.sl);
@@ -80,7 +79,7 @@ void Qp::fill_address_headers(wire::PacketHeaders& h) const noexcept {
 size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                          bool solicited) noexcept {
   wire::PacketHeaders h;
-  fill_address_headers(h);
+  fill_address_headers(h, attr_.ah);
   h.bth.set_opcode(opcode);
   h.bth.set_se(solicited);
   h.bth.set_pkey(0xffff);
@@ -236,6 +235,10 @@ void Qp::requester_pump() noexcept {
     if (req_.cursor_offset == 0 && !requester_may_start(wqe)) break;
     if (is_local_operation(wqe.opcode)) {
       requester_execute_local(wqe);
+      continue;
+    }
+    if (init_.type == QpType::kUd) {
+      datagram_send(wqe);
       continue;
     }
     bool done = requester_send_packet(wqe);

@@ -33,7 +33,7 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
 void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                        uint32_t len, uint64_t atomic_orig) noexcept {
   wire::PacketHeaders h;
-  fill_address_headers(h);
+  fill_address_headers(h, attr_.ah);
   h.bth.set_opcode(opcode);
   h.bth.set_pkey(0xffff);
   h.bth.set_dest_qp(attr_.dest_qp_num);

@@ -188,6 +188,7 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxMr = 1 << 20;
   static constexpr uint32_t kMaxPd = 1 << 16;
   static constexpr uint32_t kMaxMw = 1 << 16;
+  static constexpr uint32_t kMaxAh = 1 << 16;
   static constexpr uint64_t kMaxMrSize = ~0ull;
   static constexpr uint32_t kMaxQpRdAtom = 16;
   static constexpr uint32_t kMaxQpInitRdAtom = 16;

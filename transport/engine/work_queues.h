@@ -22,6 +22,10 @@ struct SendWqe {
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   WindowBind bind;  // IBV_WR_BIND_MW only
+  // UD only (ibv_send_wr.wr.ud): where this datagram goes.
+  AddressVector av;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
   bool is_inline = false;
   uint8_t inline_data[DeviceLimits::kMaxInlineData];
 

@@ -1,0 +1,66 @@
+"""Unreliable Datagram between the emulated HCAs: rdma-core's
+ibv_ud_pingpong (with and without a GRH, sizes up to the path MTU, completion
+events), perftest's UD modes, and pyverbs cases for what a UD QP must do
+that the programs do not show: Q_Key checks, the GRH area, local length
+errors, address handles made from completions (verbs_cases/ud_cases.py)."""
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import free_tcp_port, run_pair
+from test_perftest import check_table, perftest, wait_fabric_idle
+
+HERE = Path(__file__).parent
+
+
+def ud_pingpong(fabric, *extra):
+    port = free_tcp_port()
+    base = ["ibv_ud_pingpong", "-p", str(port), *extra]
+    server, client = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
+                              port)
+    for name, (rc, out) in (("server", server), ("client", client)):
+        assert rc == 0, f"{name} failed ({rc}):\n{out}\n{fabric.logs()}"
+        assert re.search(r"\d+ iters in", out), out
+    return server[1], client[1]
+
+
+@pytest.mark.parametrize("size", [1, 1024, 2048, 4096])
+@pytest.mark.parametrize("grh", [False, True], ids=["lid", "grh"])
+def test_ud_pingpong(fabric, size, grh):
+    server, client = ud_pingpong(fabric, "-s", str(size), "-n", "300", *(["-g", "0"] if grh else []))
+    if grh:
+        assert "GID fe80:" in server or re.search(r"GID [0-9a-f:]+[1-9a-f]", server), server
+
+
+def test_ud_pingpong_events(fabric):
+    ud_pingpong(fabric, "-e", "-n", "300")
+
+
+def test_ud_pingpong_larger_than_the_mtu_fails_cleanly(fabric):
+    """The tool checks the port's MTU itself and stops with its message."""
+    port = free_tcp_port()
+    r = fabric.run(["ibv_ud_pingpong", "-p", str(port), "-s", "4097", "-d", "ibemu0"], timeout=30)
+    assert r.returncode != 0 and "larger than port MTU" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("tool,args", [("ib_send_bw", ["-s", "2048", "-n", "500"]),
+                                       ("ib_send_lat", ["-s", "64", "-n", "500"]),
+                                       ("ib_send_bw", ["-a", "-n", "50"])],
+                         ids=["send_bw", "send_lat", "send_bw_all_sizes"])
+def test_perftest_ud(fabric, tool, args):
+    out = perftest(fabric, tool, ["-c", "UD", *args])
+    assert re.search(r"Connection type\s*:\s*UD", out), out
+    if "-a" in args:
+        # UD runs every size up to the path MTU (4096).
+        check_table(out, tool, [1 << k for k in range(1, 13)], 50)
+    else:
+        check_table(out, tool, [int(args[1])], 500)
+    wait_fabric_idle(fabric)
+
+
+def test_pyverbs_ud_cases(fabric):
+    r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    str(HERE / "verbs_cases" / "ud_cases.py")], timeout=180)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert re.search(r"\b10 passed\b", r.stdout), r.stdout
