@@ -18,6 +18,7 @@ extern "C" {
 struct ibemu_core_context;
 struct ibemu_core_cq;
 struct ibemu_core_qp;
+struct ibemu_core_srq;
 
 /* Opens the emulated device `ibdev_name` through the local ibemud. On success
  * *async_fd is the read end of the context's async event pipe. */
@@ -60,7 +61,18 @@ int ibemu_core_resize_cq(struct ibemu_core_cq* cq, int cqe);
 struct ibemu_core_qp* ibemu_core_create_qp(struct ibemu_core_context* ctx, struct ibv_qp* ibqp,
                                            struct ibv_qp_init_attr_ex* attr, uint32_t pd,
                                            struct ibemu_core_cq* send_cq,
-                                           struct ibemu_core_cq* recv_cq, uint32_t* qpn, int* err);
+                                           struct ibemu_core_cq* recv_cq,
+                                           struct ibemu_core_srq* srq, uint32_t* qpn, int* err);
+
+/* Shared receive queues. `srq` is the libibverbs object its limit event names;
+ * attr->max_wr / max_sge are raised to what was granted. */
+struct ibemu_core_srq* ibemu_core_create_srq(struct ibemu_core_context* ctx, struct ibv_srq* srq,
+                                             struct ibv_srq_attr* attr, int* err);
+int ibemu_core_destroy_srq(struct ibemu_core_srq* srq);
+int ibemu_core_modify_srq(struct ibemu_core_srq* srq, const struct ibv_srq_attr* attr, int mask);
+int ibemu_core_query_srq(struct ibemu_core_srq* srq, struct ibv_srq_attr* attr);
+int ibemu_core_post_srq_recv(struct ibemu_core_srq* srq, struct ibv_recv_wr* wr,
+                             struct ibv_recv_wr** bad);
 int ibemu_core_destroy_qp(struct ibemu_core_qp* qp);
 int ibemu_core_modify_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask);
 int ibemu_core_query_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask,

@@ -43,6 +43,11 @@ struct ibemu_qp {
   struct ibemu_core_wr_builder* wr;
 };
 
+struct ibemu_srq {
+  struct ibv_srq srq;
+  struct ibemu_core_srq* core;
+};
+
 static inline struct ibemu_context* to_ctx(struct ibv_context* c) {
   return IBEMU_CONTAINER_OF(c, struct ibemu_context, vctx.context);
 }

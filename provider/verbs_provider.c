@@ -144,6 +144,42 @@ static int ibemu_destroy_ah(struct ibv_ah* ah) {
   return 0;
 }
 
+static struct ibv_srq* ibemu_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* attr) {
+  struct ibemu_srq* srq = calloc(1, sizeof(*srq));
+  int err;
+  if (!srq) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  srq->core = ibemu_core_create_srq(to_ctx(pd->context)->core, &srq->srq, &attr->attr, &err);
+  if (!srq->core) {
+    free(srq);
+    errno = err;
+    return NULL;
+  }
+  return &srq->srq;
+}
+
+static int ibemu_destroy_srq(struct ibv_srq* srq) {
+  int err = ibemu_core_destroy_srq(((struct ibemu_srq*)srq)->core);
+  if (err) return err;
+  free(srq);
+  return 0;
+}
+
+static int ibemu_modify_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr, int mask) {
+  return ibemu_core_modify_srq(((struct ibemu_srq*)srq)->core, attr, mask);
+}
+
+static int ibemu_query_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr) {
+  return ibemu_core_query_srq(((struct ibemu_srq*)srq)->core, attr);
+}
+
+static int ibemu_post_srq_recv(struct ibv_srq* srq, struct ibv_recv_wr* wr,
+                               struct ibv_recv_wr** bad) {
+  return ibemu_core_post_srq_recv(((struct ibemu_srq*)srq)->core, wr, bad);
+}
+
 static struct ibv_mw* ibemu_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type) {
   struct ibv_mw* mw = calloc(1, sizeof(*mw));
   int err;
@@ -255,9 +291,11 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
     errno = ENOMEM;
     return NULL;
   }
-  qp->core = ibemu_core_create_qp(to_ctx(c)->core, &qp->vqp.qp, attr, to_pd(attr->pd)->id,
-                                  attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
-                                  attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL, &qpn, &err);
+  qp->core =
+      ibemu_core_create_qp(to_ctx(c)->core, &qp->vqp.qp, attr, to_pd(attr->pd)->id,
+                           attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
+                           attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL,
+                           attr->srq ? ((struct ibemu_srq*)attr->srq)->core : NULL, &qpn, &err);
   if (!qp->core) {
     free(qp);
     errno = err;
@@ -360,20 +398,25 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .create_cq_ex = ibemu_create_cq_ex,
     .create_qp = ibemu_create_qp,
     .create_qp_ex = ibemu_create_qp_ex,
+    .create_srq = ibemu_create_srq,
     .dealloc_mw = ibemu_dealloc_mw,
     .dealloc_pd = ibemu_dealloc_pd,
     .dereg_mr = ibemu_dereg_mr,
     .destroy_ah = ibemu_destroy_ah,
     .destroy_cq = ibemu_destroy_cq,
     .destroy_qp = ibemu_destroy_qp,
+    .destroy_srq = ibemu_destroy_srq,
     .free_context = ibemu_free_context,
     .modify_qp = ibemu_modify_qp,
+    .modify_srq = ibemu_modify_srq,
     .poll_cq = ibemu_poll_cq,
     .post_recv = ibemu_post_recv,
     .post_send = ibemu_post_send,
+    .post_srq_recv = ibemu_post_srq_recv,
     .query_device_ex = ibemu_query_device_ex,
     .query_port = ibemu_query_port,
     .query_qp = ibemu_query_qp,
+    .query_srq = ibemu_query_srq,
     .reg_mr = ibemu_reg_mr,
     .req_notify_cq = ibemu_req_notify_cq,
     .rereg_mr = ibemu_rereg_mr,

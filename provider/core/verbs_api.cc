@@ -39,11 +39,18 @@ struct ibemu_core_cq {
   int channel_write_fd = -1;
 };
 
+struct ibemu_core_srq {
+  ibemu_core_context* owner = nullptr;
+  std::unique_ptr<SharedReceiveQueue> srq;
+  std::atomic<int> users{0};  // QPs attached: destroy is refused while > 0
+};
+
 struct ibemu_core_qp {
   ibemu_core_context* owner = nullptr;
   std::shared_ptr<Qp> qp;
   ibemu_core_cq* send_cq = nullptr;
   ibemu_core_cq* recv_cq = nullptr;
+  ibemu_core_srq* srq = nullptr;
   QpInit init;
 };
 
@@ -153,6 +160,9 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_mr = DeviceLimits::kMaxMr;
   a.max_pd = DeviceLimits::kMaxPd;
   a.max_ah = DeviceLimits::kMaxAh;
+  a.max_srq = DeviceLimits::kMaxSrq;
+  a.max_srq_wr = DeviceLimits::kMaxSrqWr;
+  a.max_srq_sge = DeviceLimits::kMaxSge;
   a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
   a.max_qp_init_rd_atom = DeviceLimits::kMaxQpInitRdAtom;
   a.max_res_rd_atom = DeviceLimits::kMaxQpRdAtom * DeviceLimits::kMaxQp;
@@ -336,7 +346,7 @@ int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
 
 ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_init_attr_ex* attr,
                                     uint32_t pd, ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq,
-                                    uint32_t* qpn, int* err) {
+                                    ibemu_core_srq* srq, uint32_t* qpn, int* err) {
   *err = 0;
   QpType type;
   switch (attr->qp_type) {
@@ -353,7 +363,9 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
       *err = EOPNOTSUPP;
       return nullptr;  // XRC: not offered by this HCA yet
   }
-  if (attr->srq) *err = EOPNOTSUPP;  // SRQs are not offered yet (max_srq = 0)
+  // An SRQ feeds RC, UC and UD QPs alike here (IBA 10.2.9.5 names RC, UC,
+  // UD and RD; ConnectX offers it on all three).
+  if (attr->srq && !srq) *err = EINVAL;
   if (!send_cq || !recv_cq) *err = EINVAL;
   ibv_qp_cap& cap = attr->cap;
   if (cap.max_send_wr > DeviceLimits::kMaxQpWr || cap.max_recv_wr > DeviceLimits::kMaxQpWr ||
@@ -393,6 +405,9 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->init.sq_sig_all = attr->sq_sig_all;
   q->send_cq = send_cq;
   q->recv_cq = recv_cq;
+  q->srq = srq;
+  q->init.srq = srq ? srq->srq.get() : nullptr;
+  if (srq) srq->users++;
   auto* ctx = &c->ctx;
   // QpEvent carries ibv_event_type's values; the element is the ibv_qp.
   q->qp = c->ctx.engine().create_qp(q->init, [ctx, ibqp](uint32_t, QpEvent ev) {
@@ -414,8 +429,67 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
   q->recv_cq->cq->purge_qp(q->init.qpn);
   q->send_cq->users--;
   q->recv_cq->users--;
+  if (q->srq) q->srq->users--;
   delete q;
   return 0;
+}
+
+ibemu_core_srq* ibemu_core_create_srq(ibemu_core_context* c, ibv_srq* ibsrq, ibv_srq_attr* attr,
+                                      int* err) {
+  if (attr->max_wr < 1 || attr->max_wr > DeviceLimits::kMaxSrqWr || attr->max_sge < 1 ||
+      attr->max_sge > DeviceLimits::kMaxSge || attr->srq_limit > attr->max_wr) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  auto* s = new (std::nothrow) ibemu_core_srq;
+  if (!s) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  s->owner = c;
+  auto* ctx = &c->ctx;
+  try {
+    s->srq = std::make_unique<SharedReceiveQueue>(attr->max_wr, attr->max_sge, [ctx, ibsrq] {
+      ctx->post_async_event(reinterpret_cast<uintptr_t>(ibsrq), IBV_EVENT_SRQ_LIMIT_REACHED);
+    });
+  } catch (...) {
+    delete s;
+    *err = ENOMEM;
+    return nullptr;
+  }
+  // IBA 11.2.3.1: the limit given at creation is not armed; ibv_modify_srq arms it.
+  *err = 0;
+  return s;
+}
+
+int ibemu_core_destroy_srq(ibemu_core_srq* s) {
+  if (s->users > 0) return EBUSY;
+  delete s;
+  return 0;
+}
+
+int ibemu_core_modify_srq(ibemu_core_srq* s, const ibv_srq_attr* attr, int mask) {
+  if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR)
+    return EINVAL;  // resizing is not offered (IBV_DEVICE_SRQ_RESIZE unset)
+  if (mask & IBV_SRQ_LIMIT) return s->srq->arm_limit(attr->srq_limit);
+  return 0;
+}
+
+int ibemu_core_query_srq(ibemu_core_srq* s, ibv_srq_attr* attr) {
+  attr->max_wr = s->srq->max_wr();
+  attr->max_sge = s->srq->max_sge();
+  attr->srq_limit = s->srq->limit();
+  return 0;
+}
+
+int ibemu_core_post_srq_recv(ibemu_core_srq* s, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  auto convert = [](const ibv_recv_wr& wr, RecvWqe& w) {
+    w.wr_id = wr.wr_id;
+    copy_sges(wr, w);
+  };
+  return post_in_batches<RecvWqe>(
+      wr, bad, convert, [s](const RecvWqe* w, int n, int* b) { return s->srq->post(w, n, b); });
 }
 
 // IBA 11.2.2.1: what an address handle must name. 0 or an errno.

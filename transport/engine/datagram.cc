@@ -72,11 +72,12 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
     count_drop(&EngineCounters::rx_qkey_violations);  // IBA 10.2.4, C10-15
     return;
   }
-  if (rq_.empty()) {
+  const RecvWqe* taken = recv_ready() ? recv_take() : nullptr;
+  if (!taken) {
     count_drop(&EngineCounters::rx_no_receive);  // no RNR for datagrams: dropped
     return;
   }
-  const RecvWqe& wqe = rq_.at(rq_.head());
+  const RecvWqe& wqe = *taken;
   const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
   Completion c;
   c.wr_id = wqe.wr_id;
@@ -84,7 +85,7 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
   c.opcode = WcOpcode::kRecv;
   if (uint64_t(n) + kGrhArea > wqe.length) {
     c.status = WcStatus::kLocLenErr;
-    rq_.pop();
+    recv_done();
     push_recv_completion(c, true);
     enter_error();
     return;
@@ -97,7 +98,7 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
     placed = copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, kGrhArea, pkt.payload(), n);
   if (placed != MrCheck::kOk) {
     c.status = WcStatus::kLocProtErr;
-    rq_.pop();
+    recv_done();
     push_recv_completion(c, true);
     enter_error();
     return;
@@ -115,7 +116,7 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
     c.wc_flags |= kWcWithImm;
     c.imm_data = pkt.immdt().imm();
   }
-  rq_.pop();
+  recv_done();
   push_recv_completion(c, pkt.bth().se());
 }
 

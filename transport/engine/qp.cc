@@ -101,6 +101,7 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if (to == QpState::kErr && from != QpState::kErr) {
     flush_send_queue();
     flush_recv_queue();
+    last_wqe_reached();
   }
   if (to == QpState::kRts) requester_pump();  // SQD → RTS resumes sending
   return 0;
@@ -200,6 +201,7 @@ int Qp::post_recv(const RecvWqe* wrs, int count, int* bad) noexcept {
     const RecvWqe& w = wrs[i];
     *bad = i;
     if (attr_.qp_state == QpState::kReset) return EINVAL;  // C10-43
+    if (init_.srq) return EINVAL;  // its receives go to the SRQ (ibv_post_srq_recv)
     if (rq_.full()) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_recv_sge) return EINVAL;
     RecvWqe& q = rq_.push();
@@ -288,11 +290,39 @@ void Qp::flush_send_queue() noexcept {
 }
 
 void Qp::flush_recv_queue() noexcept {
-  while (!rq_.empty()) {
-    complete_recv(rq_.at(rq_.head()), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, false, 0);
-    rq_.pop();
+  // With an SRQ only the WQE of a message in progress is this QP's; the rest
+  // stay for the other QPs (IBA 10.2.9.5.3).
+  while (RecvWqe* w = recv_current()) {
+    complete_recv(*w, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, false, 0);
+    recv_done();
   }
   resp_.in_send = false;
+}
+
+bool Qp::recv_ready() noexcept { return init_.srq ? !init_.srq->empty() : !rq_.empty(); }
+
+RecvWqe* Qp::recv_take() noexcept {
+  if (!init_.srq) return rq_.empty() ? nullptr : &rq_.at(rq_.head());
+  if (!resp_.srq_wqe_held) resp_.srq_wqe_held = init_.srq->take(&resp_.srq_wqe);
+  return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
+}
+
+RecvWqe* Qp::recv_current() noexcept {
+  if (init_.srq) return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
+  return rq_.empty() ? nullptr : &rq_.at(rq_.head());
+}
+
+void Qp::recv_done() noexcept {
+  if (init_.srq)
+    resp_.srq_wqe_held = false;
+  else
+    rq_.pop();
+}
+
+// IBA 11.6.3.1 / 10.3.1: a QP on an SRQ in the error state will take no
+// further WQE from it; the consumer learns so before it destroys the QP.
+void Qp::last_wqe_reached() noexcept {
+  if (init_.srq && env_.on_event) env_.on_event(init_.qpn, QpEvent::kLastWqeReached);
 }
 
 void Qp::enter_error() noexcept {
@@ -301,6 +331,7 @@ void Qp::enter_error() noexcept {
   attr_.cur_qp_state = QpState::kErr;
   flush_send_queue();
   flush_recv_queue();
+  last_wqe_reached();
 }
 
 void Qp::receive(const wire::PacketView& pkt) noexcept {

@@ -15,6 +15,7 @@
 #include "transport/engine/counters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
+#include "transport/engine/shared_receive_queue.h"
 #include "transport/engine/timing.h"
 #include "transport/engine/types.h"
 #include "transport/engine/work_queues.h"
@@ -28,7 +29,8 @@ enum class QpEvent : uint8_t {
   kReqErr = 2,
   kAccessErr = 3,
   kCommEst = 4,
-  kSqDrained = 5
+  kSqDrained = 5,
+  kLastWqeReached = 16,
 };
 
 struct QpInit {
@@ -37,6 +39,7 @@ struct QpInit {
   uint32_t pd = 0;
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
+  SharedReceiveQueue* srq = nullptr;  // receives come from here, not an own RQ
   uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
            max_inline_data = 0;
   bool sq_sig_all = false;
@@ -73,6 +76,7 @@ class Qp {
  private:
   // qp.cc
   void enter_error() noexcept;  // → ERR, flush both queues
+  void last_wqe_reached() noexcept;
   void on_cq_overrun() noexcept;
   void flush_send_queue() noexcept;
   void flush_recv_queue() noexcept;
@@ -80,6 +84,12 @@ class Qp {
   void complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
                      uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept;
   void push_recv_completion(const Completion& c, bool solicited) noexcept;
+  // The receive WQE of an inbound message (IBA 10.2.9.5): from the QP's own
+  // receive queue or, with an SRQ, taken from it when the message begins.
+  bool recv_ready() noexcept;
+  RecvWqe* recv_take() noexcept;
+  RecvWqe* recv_current() noexcept;
+  void recv_done() noexcept;
   uint32_t mtu_bytes() const noexcept;
   bool sq_can_send() const noexcept;
   bool rq_can_receive() const noexcept;
@@ -170,6 +180,8 @@ class Qp {
       bool valid;
     } atomics[DeviceLimits::kMaxQpRdAtom] = {};
     uint32_t next_atomic = 0;
+    bool srq_wqe_held = false;  // the message in progress holds srq_wqe
+    RecvWqe srq_wqe;
   } resp_;
 
   uint8_t tx_buf_[wire::kMaxPacket];

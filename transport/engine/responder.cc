@@ -58,9 +58,9 @@ void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexc
     return;
   }
   send_ack(psn, wire::make_nak_syndrome(code));
-  if (resp_.in_send && !rq_.empty()) {
-    complete_recv(rq_.at(rq_.head()), local_status, WcOpcode::kRecv, 0, 0, 0, false, 0);
-    rq_.pop();
+  if (resp_.in_send && recv_current()) {
+    complete_recv(*recv_current(), local_status, WcOpcode::kRecv, 0, 0, 0, false, 0);
+    recv_done();
   }
   resp_.in_send = false;
   enter_error();
@@ -186,7 +186,7 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
   const bool rc = init_.type == QpType::kRc;
   const uint32_t psn = pkt.bth().psn();
   if (flags & wire::kIsFirst) {
-    if (rq_.empty()) {
+    if (!recv_ready()) {
       // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8), silent drop on UC.
       if (rc) {
         send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
@@ -194,10 +194,13 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
       }
       return;
     }
+    recv_take();
     resp_.in_send = true;
     resp_.recv_offset = 0;
   }
-  RecvWqe& wqe = rq_.at(rq_.head());
+  RecvWqe* current = recv_current();
+  if (!current) return;  // a middle packet of a message whose start was dropped (UC)
+  RecvWqe& wqe = *current;
   const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
   if (uint64_t(resp_.recv_offset) + n > wqe.length) {
     // Message longer than the receive buffer: local length error here,
@@ -231,7 +234,7 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
     if (pkt.has_grh) wc_flags |= kWcGrh;
     complete_recv(wqe, WcStatus::kSuccess, WcOpcode::kRecv, resp_.recv_offset, imm, wc_flags,
                   pkt.bth().se(), pkt.lrh().slid());
-    rq_.pop();
+    recv_done();
     resp_.in_send = false;
     resp_.msn = wire::psn_add(resp_.msn, 1);
   }
@@ -242,7 +245,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   // WRITE with immediate consumes a receive WQE (IBA 9.4.3); without one the
   // last packet is RNR NAK'd before anything of it is executed.
-  if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && rq_.empty()) {
+  if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && !recv_ready()) {
     if (init_.type == QpType::kRc) {
       send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
       resp_.nak_sent = true;
@@ -289,11 +292,13 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   if (flags & wire::kIsLast) {
     resp_.in_write = false;
     if (flags & wire::kHasImmDt) {
-      complete_recv(rq_.at(rq_.head()), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
-                    resp_.write_total, pkt.immdt().imm(),
-                    kWcWithImm | (pkt.has_grh ? uint32_t{kWcGrh} : 0u), pkt.bth().se(),
-                    pkt.lrh().slid());
-      rq_.pop();
+      // recv_ready() held before the message was executed: a WQE is there.
+      if (RecvWqe* wqe = recv_take()) {
+        complete_recv(*wqe, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_total,
+                      pkt.immdt().imm(), kWcWithImm | (pkt.has_grh ? uint32_t{kWcGrh} : 0u),
+                      pkt.bth().se(), pkt.lrh().slid());
+        recv_done();
+      }
     }
     resp_.msn = wire::psn_add(resp_.msn, 1);
   }

@@ -189,6 +189,8 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxPd = 1 << 16;
   static constexpr uint32_t kMaxMw = 1 << 16;
   static constexpr uint32_t kMaxAh = 1 << 16;
+  static constexpr uint32_t kMaxSrq = 1 << 12;
+  static constexpr uint32_t kMaxSrqWr = 16384;
   static constexpr uint64_t kMaxMrSize = ~0ull;
   static constexpr uint32_t kMaxQpRdAtom = 16;
   static constexpr uint32_t kMaxQpInitRdAtom = 16;
