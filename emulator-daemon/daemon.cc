@@ -1,5 +1,7 @@
 #include "emulator-daemon/daemon.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -66,6 +68,7 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       subnet_(config_),
       sysfs_(paths_.sysfs(), config_),
       state_page_(config_, subnet_),
+      counters_(config_),
       server_(io, paths_.socket(), *this) {}
 
 Daemon::~Daemon() { stop(); }
@@ -102,8 +105,8 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "devices") return do_devices();
     if (op == "status") return do_status();
     if (op == "register_inbox") return do_register_inbox(s, fds_in);
-    if (op == "open_context") return do_context(s, req, +1);
-    if (op == "close_context") return do_context(s, req, -1);
+    if (op == "open_context") return do_open_context(s, req, fds_in);
+    if (op == "close_context") return do_close_context(s, req);
     if (op == "create_qp") return do_create_qp(s, req);
     if (op == "destroy_qp") return do_destroy_qp(s, req);
     if (op == "resolve") return do_resolve(req, fds_out);
@@ -122,6 +125,7 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   if (it == clients_.end()) return;
   Client& c = it->second;
   size_t freed = qps_.release_all(s.id);
+  for (uint64_t id : c.counter_ids) counters_.remove(id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
@@ -180,9 +184,11 @@ Json Daemon::do_status() {
                        {"state", state_word(a.state)},
                        {"lid", a.lid},
                        {"sm_lid", a.sm_lid},
-                       {"port_guid", fmt::format("0x{:016x}", a.port_guid)}});
+                       {"port_guid", fmt::format("0x{:016x}", a.port_guid)},
+                       {"counters", counters_.port_json(d, p)}});
     }
     dev["port_info"] = ports;
+    dev["drops"] = counters_.device_drops_json(d);
   }
   Json procs = Json::array();
   for (auto& s : server_.sessions()) {
@@ -218,10 +224,37 @@ Json Daemon::do_register_inbox(SessionInfo& s, std::vector<int>& fds_in) {
   return ok_reply();
 }
 
-Json Daemon::do_context(SessionInfo& s, const Json& req, int delta) {
+// A context may bring its counter page (a memfd the provider counts into).
+Json Daemon::do_open_context(SessionInfo& s, const Json& req, std::vector<int>& fds_in) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  CounterPage page;
+  if (fds_in.size() == 1) {
+    if (int err = page.attach_read_only(fds_in[0])) {
+      fds_in.clear();  // the page owns (and closed) it
+      return error_reply(err, "cannot map the counter page");
+    }
+    fds_in.clear();
+  }
+  Client& c = clients_[s.id];
+  ++c.contexts;
+  const uint64_t id = counters_.add(d, std::move(page));
+  c.counter_ids.push_back(id);
+  Json reply = ok_reply();
+  reply["context"] = id;
+  return reply;
+}
+
+Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
   if (device_index(req.at("device")) < 0) return error_reply(ENODEV, "no such device");
   Client& c = clients_[s.id];
-  c.contexts = std::max(0, c.contexts + delta);
+  c.contexts = std::max(0, c.contexts - 1);
+  const uint64_t id = req.value("context", uint64_t{0});
+  auto it = std::find(c.counter_ids.begin(), c.counter_ids.end(), id);
+  if (it != c.counter_ids.end()) {
+    counters_.remove(id);
+    c.counter_ids.erase(it);
+  }
   return ok_reply();
 }
 

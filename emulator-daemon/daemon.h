@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/control_server.h"
+#include "emulator-daemon/port_counter_registry.h"
 #include "emulator-daemon/qp_directory.h"
 #include "emulator-daemon/state_page_publisher.h"
 #include "emulator-daemon/subnet.h"
@@ -37,6 +38,7 @@ class Daemon : public RequestHandler {
   struct Client {
     int inbox_fd = -1;  // the process's shared-memory receive ring (memfd)
     int contexts = 0;
+    std::vector<uint64_t> counter_ids;  // its contexts' counter pages
     std::optional<PortRef> sm_port;
   };
 
@@ -44,7 +46,8 @@ class Daemon : public RequestHandler {
   Json do_devices();
   Json do_status();
   Json do_register_inbox(SessionInfo& s, std::vector<int>& fds_in);
-  Json do_context(SessionInfo& s, const Json& req, int delta);
+  Json do_open_context(SessionInfo& s, const Json& req, std::vector<int>& fds_in);
+  Json do_close_context(SessionInfo& s, const Json& req);
   Json do_create_qp(SessionInfo& s, const Json& req);
   Json do_destroy_qp(SessionInfo& s, const Json& req);
   Json do_resolve(const Json& req, std::vector<int>& fds_out);
@@ -61,6 +64,7 @@ class Daemon : public RequestHandler {
   SysfsTree sysfs_;
   StatePagePublisher state_page_;
   QpDirectory qps_;
+  PortCounterRegistry counters_;
   ControlServer server_;
   std::map<SessionId, Client> clients_;
   std::function<void()> on_stop_;

@@ -123,6 +123,17 @@ int cmd_up(const Options& o) {
   return 0;
 }
 
+// Packets and bytes each way, then every drop cause that is not zero.
+void print_port_counters(const Json& c) {
+  std::cout << fmt::format("          in {} packets {} bytes  out {} packets {} bytes\n",
+                           c["packets_in"].get<uint64_t>(), c["bytes_in"].get<uint64_t>(),
+                           c["packets_out"].get<uint64_t>(), c["bytes_out"].get<uint64_t>());
+  std::string drops;
+  for (auto& [cause, n] : c["drops"].items())
+    if (n.get<uint64_t>()) drops += fmt::format("  {} {}", cause, n.get<uint64_t>());
+  if (!drops.empty()) std::cout << "          dropped:" << drops << "\n";
+}
+
 // A process that exited but was not reaped yet (our daemons are reparented
 // to init, which may reap late) still answers kill(pid, 0): look at its state.
 bool running(int pid) {
@@ -181,11 +192,17 @@ int cmd_status(const Options& o) {
   for (auto& dev : reply["devices"]) {
     std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
                              dev["node_guid"].get<std::string>());
-    for (auto& p : dev["port_info"])
+    for (auto& p : dev["port_info"]) {
       std::cout << fmt::format("  port {}  {:<7} LID {:<5} SM LID {:<5} GUID {}\n",
                                p["port"].get<int>(), p["state"].get<std::string>(),
                                p["lid"].get<int>(), p["sm_lid"].get<int>(),
                                p["port_guid"].get<std::string>());
+      if (p.contains("counters")) print_port_counters(p["counters"]);
+    }
+    if (dev.contains("drops"))
+      std::cout << fmt::format("  dropped before any port: malformed {}  wrong DLID {}\n",
+                               dev["drops"]["malformed"].get<uint64_t>(),
+                               dev["drops"]["wrong_dlid"].get<uint64_t>());
   }
   std::cout << "processes:\n";
   for (auto& p : reply["processes"])

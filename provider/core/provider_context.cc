@@ -52,22 +52,24 @@ ProviderContext::~ProviderContext() {
     progress_.join();
   }
   if (engine_ && std::getenv("IBEMU_STATS")) {
-    // One line per context on exit: what crossed this HCA and what was lost.
+    // One line per port on exit: what crossed this context and what was lost.
     auto& c = engine_->counters();
-    std::fprintf(stderr,
-                 "libibemu: %s rx_packets %llu rx_bytes %llu inbox_full_drops %llu "
-                 "rx_malformed %llu rx_unknown_qp %llu rx_wrong_dlid %llu\n",
+    for (int p = 1; p <= num_ports() && p <= engine::kCounterPorts; ++p) {
+      PortTotals t;
+      t.add(c.port[p]);
+      std::fprintf(stderr, "libibemu: %s port %d %s\n", page_->devices[device_index_].name, p,
+                   t.to_json().dump().c_str());
+    }
+    std::fprintf(stderr, "libibemu: %s malformed %llu wrong_dlid %llu inbox_full %llu\n",
                  page_->devices[device_index_].name,
-                 static_cast<unsigned long long>(c.rx_packets.load()),
-                 static_cast<unsigned long long>(c.rx_bytes.load()),
-                 static_cast<unsigned long long>(inbox_.dropped()),
-                 static_cast<unsigned long long>(c.rx_malformed.load()),
-                 static_cast<unsigned long long>(c.rx_unknown_qp.load()),
-                 static_cast<unsigned long long>(c.rx_wrong_dlid.load()));
+                 static_cast<unsigned long long>(c.rcv_malformed.load()),
+                 static_cast<unsigned long long>(c.rcv_wrong_dlid.load()),
+                 static_cast<unsigned long long>(inbox_.dropped()));
   }
   if (device_index_ >= 0 && daemon_.connected() && !daemon_lost_) {
     Json reply;
-    daemon_.request({{"op", "close_context"}, {"device", device_index_}}, &reply);
+    daemon_.request({{"op", "close_context"}, {"device", device_index_}, {"context", context_id_}},
+                    &reply);
   }
   if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
   if (async_pipe_[1] >= 0) close(async_pipe_[1]);
@@ -106,15 +108,22 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
     return EIO;
   }
   close(inbox_dup);
-  if (daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply) ||
-      !reply.value("ok", false))
+  if (int err = counters_.create()) return err;
+  int counters_dup = dup(counters_.fd());
+  if (daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply,
+                      {counters_dup}) ||
+      !reply.value("ok", false)) {
+    close(counters_dup);
     return EIO;
+  }
+  close(counters_dup);
+  context_id_ = reply.value("context", uint64_t{0});
   if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
 
   for (int p = 1; p <= num_ports(); ++p) last_ports_[p - 1] = port_view(p);
   link_ = std::make_unique<ShmLink>(&daemon_);
-  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this);
+  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get());
   // Packets between processes of one host never leave memory this host
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);

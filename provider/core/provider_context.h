@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/control_channel.h"
+#include "common/counter_page.h"
 #include "common/state_page.h"
 #include "provider/core/shm_link.h"
 #include "transport/engine/hca_engine.h"
@@ -62,6 +63,8 @@ class ProviderContext : public engine::PortTable {
   // thread stays out of its way (on a 2-core host every spinning thread
   // costs the poller its CPU).
   std::atomic<int64_t> last_app_poll_{0};
+  CounterPage counters_;     // this context's port counters, shared with ibemud
+  uint64_t context_id_ = 0;  // ibemud's name for this context
   std::unique_ptr<ShmLink> link_;
   std::unique_ptr<engine::HcaEngine> engine_;
   std::thread progress_;

@@ -48,14 +48,15 @@ std::shared_ptr<link::ShmRing> ShmLink::resolve(uint16_t dlid, uint32_t dest_qp)
   return route.ring;
 }
 
-void ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                        size_t len) noexcept {
   auto ring = resolve(dlid, dest_qp);
-  if (!ring) return;  // nobody there: the fabric drops it
+  if (!ring) return false;  // nobody there: the fabric drops it
   for (int i = 0; i < kFullRetries; ++i) {
-    if (ring->push(packet, len)) return;
+    if (ring->push(packet, len)) return true;
     std::this_thread::yield();
   }
+  return false;
 }
 
 }  // namespace ibemu::provider

@@ -17,7 +17,7 @@ class ShmLink : public engine::PacketSink {
  public:
   explicit ShmLink(ControlClient* daemon) : daemon_(daemon) {}
 
-  void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override;
   bool wants_crcs() const noexcept override { return false; }
 

@@ -64,3 +64,33 @@ def test_pyverbs_ud_cases(fabric):
                     str(HERE / "verbs_cases" / "ud_cases.py")], timeout=180)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert re.search(r"\b10 passed\b", r.stdout), r.stdout
+
+
+def port_counters(fabric, device, port):
+    for dev in fabric.status()["devices"]:
+        if dev["name"] == device:
+            return next(p["counters"] for p in dev["port_info"] if p["port"] == port)
+    raise AssertionError(f"no {device}")
+
+
+def test_status_counts_each_drop_under_its_cause(fabric):
+    before = {d: port_counters(fabric, d, 1) for d in ("ibemu0", "ibemu1")}
+    r = fabric.run(["/usr/bin/python3", str(HERE / "verbs_cases" / "ud_drops.py")], timeout=60)
+    assert r.returncode == 0 and "sent" in r.stdout, r.stdout + r.stderr
+    after = {d: port_counters(fabric, d, 1) for d in ("ibemu0", "ibemu1")}
+
+    def delta(dev, *path):
+        a, b = after[dev], before[dev]
+        for key in path:
+            a, b = a[key], b[key]
+        return a - b
+
+    # 3 + 3 + 2 datagrams reach ibemu1; 4 go nowhere; 1 is received.
+    assert delta("ibemu0", "packets_out") == 3 + 3 + 2 + 4 + 1
+    assert delta("ibemu0", "drops", "undeliverable") == 4
+    assert delta("ibemu1", "packets_in") == 3 + 3 + 2 + 1
+    assert delta("ibemu1", "drops", "qkey_violation") == 3
+    assert delta("ibemu1", "drops", "no_receive") == 2
+    assert delta("ibemu1", "bytes_in") == delta("ibemu0", "bytes_out") * 9 // 13
+    human = fabric.ibemu("status").stdout
+    assert "qkey_violation" in human and "no_receive" in human, human

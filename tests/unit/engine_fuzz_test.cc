@@ -162,7 +162,7 @@ TEST_F(EngineFuzz, GivenRandomBytesExpectDroppedAsMalformed) {
   }
   pair_.a.engine.receive(nullptr, 0);
   pair_.a.engine.receive(nullptr, 100);
-  EXPECT_GE(pair_.a.engine.counters().rx_malformed.load(), 19000u);
+  EXPECT_GE(pair_.a.engine.counters().rcv_malformed.load(), 19000u);
   expect_still_working();
 }
 

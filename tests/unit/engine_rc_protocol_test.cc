@@ -1014,7 +1014,7 @@ TEST(RcProtocol, GivenPacketForAnotherDlidOrUnknownQpExpectDroppedAndCounted) {
   lrh.to(other_dlid.data());
   testing::reseal(other_dlid);
   pair.b.engine.receive(other_dlid.data(), other_dlid.size());
-  EXPECT_EQ(pair.b.engine.counters().rx_wrong_dlid.load(), 1u);
+  EXPECT_EQ(pair.b.engine.counters().rcv_wrong_dlid.load(), 1u);
 
   std::vector<uint8_t> unknown_qp = original;
   const size_t bth = wire::Lrh::kSize;
@@ -1023,12 +1023,12 @@ TEST(RcProtocol, GivenPacketForAnotherDlidOrUnknownQpExpectDroppedAndCounted) {
   b.to(unknown_qp.data() + bth);
   testing::reseal(unknown_qp);
   pair.b.engine.receive(unknown_qp.data(), unknown_qp.size());
-  EXPECT_EQ(pair.b.engine.counters().rx_unknown_qp.load(), 1u);
+  EXPECT_EQ(pair.b.engine.counters().at(1).rcv_unknown_qp.load(), 1u);
 
   std::vector<uint8_t> corrupt = original;
   corrupt[corrupt.size() - 12] ^= 0x40;  // a payload bit: the ICRC no longer matches
   pair.b.engine.receive(corrupt.data(), corrupt.size());
-  EXPECT_EQ(pair.b.engine.counters().rx_malformed.load(), 1u);
+  EXPECT_EQ(pair.b.engine.counters().rcv_malformed.load(), 1u);
 
   pair.link.deliver_all();
   pair.b.poll();
@@ -1084,9 +1084,9 @@ TEST(RcProtocol, GivenPortWithLmcExpectEveryLidOfItsRangeAccepted) {
   };
   const auto beyond = to_dlid(4), in_range = to_dlid(3);
   pair.b.engine.receive(beyond.data(), beyond.size());
-  EXPECT_EQ(pair.b.engine.counters().rx_wrong_dlid.load(), 1u);
+  EXPECT_EQ(pair.b.engine.counters().rcv_wrong_dlid.load(), 1u);
   pair.b.engine.receive(in_range.data(), in_range.size());
-  EXPECT_EQ(pair.b.engine.counters().rx_wrong_dlid.load(), 1u);
+  EXPECT_EQ(pair.b.engine.counters().rcv_wrong_dlid.load(), 1u);
   ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
   EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
   m.expect_delivered();

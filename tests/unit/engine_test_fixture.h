@@ -82,11 +82,12 @@ class FakeLink : public PacketSink {
  public:
   void attach(uint16_t lid, HcaEngine* engine) { engines_[lid] = engine; }
 
-  void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override {
     WirePacket p{dlid, dest_qp, std::vector<uint8_t>(packet, packet + len)};
     log_.push_back(p);
     queue_.push_back(std::move(p));
+    return true;
   }
 
   /// Decides what happens to each packet when it is delivered; unset = deliver.
@@ -143,7 +144,10 @@ class FakeLink : public PacketSink {
 /// A PacketSink that throws everything away (for tests that need no peer).
 class NullSink : public PacketSink {
  public:
-  void transmit(uint16_t, uint32_t, const uint8_t*, size_t) noexcept override { ++count; }
+  bool transmit(uint16_t, uint32_t, const uint8_t*, size_t) noexcept override {
+    ++count;
+    return true;
+  }
   size_t count = 0;
 };
 

@@ -81,11 +81,11 @@ TEST_F(Datagrams, GivenDatagramExpectOnePacketAndDataAfterTheGrhArea) {
 TEST_F(Datagrams, GivenWrongQkeyOrNoReceiveExpectSilentDropsCountedByCause) {
   ASSERT_EQ(testing::post(*a.qp, datagram(1, 8)), 0);  // nothing posted at b
   deliver();
-  EXPECT_EQ(b.engine.counters().rx_no_receive.load(), 1u);
+  EXPECT_EQ(b.engine.counters().at(1).rcv_no_receive.load(), 1u);
   ASSERT_EQ(testing::post(*b.qp, testing::recv_wr(5, {dst.sge(0, 1000)})), 0);
   ASSERT_EQ(testing::post(*a.qp, datagram(2, 8, kQkey + 1)), 0);
   deliver();
-  EXPECT_EQ(b.engine.counters().rx_qkey_violations.load(), 1u);
+  EXPECT_EQ(b.engine.counters().at(1).rcv_qkey_violations.load(), 1u);
   EXPECT_TRUE(b.recv_wcs.empty());
   ASSERT_EQ(a.send_wcs.size(), 2u);
   testing::expect_all(a.send_wcs, WcStatus::kSuccess);

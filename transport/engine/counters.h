@@ -1,17 +1,35 @@
 #pragma once
-// What crossed one HCA context and what it dropped, by cause: the port
-// counters of `ibemu status` and IBEMU_STATS are built from these.
+// What crossed one HCA context and what it dropped, per port and by cause:
+// the port counters of `ibemu status` (the daemon sums the blocks of every
+// context of a device) and of IBEMU_STATS. A block may live in shared memory
+// that the daemon maps read-only; it holds only lock-free atomics, so its
+// layout is the same in every process of one build.
 #include <atomic>
 #include <cstdint>
 
 namespace ibemu::engine {
 
-struct EngineCounters {
-  std::atomic<uint64_t> rx_packets{0}, rx_bytes{0}, tx_packets{0}, tx_bytes{0};
-  std::atomic<uint64_t> rx_malformed{0}, rx_unknown_qp{0}, rx_wrong_dlid{0};
-  // Datagrams dropped at their QP (IBA 10.2.4 / 11.6.2): a Q_Key that is not
-  // the QP's, or no receive WQE posted.
-  std::atomic<uint64_t> rx_qkey_violations{0}, rx_no_receive{0};
+inline constexpr int kCounterPorts = 4;  // ports per HCA the block has room for
+
+struct PortCounters {
+  std::atomic<uint64_t> xmit_packets{0}, xmit_bytes{0}, rcv_packets{0}, rcv_bytes{0};
+  // Packets the link could not deliver: no such destination, or its inbox
+  // stayed full (IBA PortXmitDiscards).
+  std::atomic<uint64_t> xmit_discards{0};
+  // Received for this port and dropped: no such QP (IBA 9.6.1.5), a datagram
+  // with another Q_Key (10.2.4, C10-15), a datagram with no receive posted.
+  std::atomic<uint64_t> rcv_unknown_qp{0}, rcv_qkey_violations{0}, rcv_no_receive{0};
 };
+
+struct EngineCounters {
+  PortCounters port[kCounterPorts + 1];  // [1..kCounterPorts]; [0] unused
+  // Dropped before a port could be told: malformed (IBA 9.6.1), or for a
+  // DLID none of this HCA's ports answers to (C7-66).
+  std::atomic<uint64_t> rcv_malformed{0}, rcv_wrong_dlid{0};
+
+  PortCounters& at(unsigned port_num) { return port[port_num <= kCounterPorts ? port_num : 0]; }
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared across processes");
 
 }  // namespace ibemu::engine

@@ -19,8 +19,8 @@ constexpr uint32_t kGrhArea = 40;
 constexpr uint32_t kUseQpQkey = 0x80000000u;
 }  // namespace
 
-void Qp::count_drop(std::atomic<uint64_t> EngineCounters::*counter) noexcept {
-  if (env_.counters) (env_.counters->*counter)++;
+void Qp::count_drop(std::atomic<uint64_t> PortCounters::*counter) noexcept {
+  if (env_.counters) (env_.counters->at(attr_.port_num).*counter)++;
 }
 
 void Qp::datagram_send(SendWqe& wqe) noexcept {
@@ -56,7 +56,7 @@ void Qp::datagram_send(SendWqe& wqe) noexcept {
     return;
   }
   const size_t len = wire::finalize_packet(tx_buf_, hlen, wqe.length, env_.sink->wants_crcs());
-  env_.sink->transmit(wqe.av.dlid, wqe.remote_qpn, tx_buf_, len);
+  transmit(wqe.av.dlid, wqe.remote_qpn, tx_buf_, len);
   req_.next_psn = wire::psn_add(req_.next_psn, 1);
   // Nothing comes back: the datagram is complete once it is on the wire.
   ++req_.cursor;
@@ -69,12 +69,12 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
   if (pkt.info->transport != wire::Transport::kUd || !(pkt.info->flags & wire::kIsSend)) return;
   const wire::Deth deth = pkt.deth();
   if (deth.qkey() != attr_.qkey) {
-    count_drop(&EngineCounters::rx_qkey_violations);  // IBA 10.2.4, C10-15
+    count_drop(&PortCounters::rcv_qkey_violations);  // IBA 10.2.4, C10-15
     return;
   }
   const RecvWqe* taken = recv_ready() ? recv_take() : nullptr;
   if (!taken) {
-    count_drop(&EngineCounters::rx_no_receive);  // no RNR for datagrams: dropped
+    count_drop(&PortCounters::rcv_no_receive);  // no RNR for datagrams: dropped
     return;
   }
   const RecvWqe& wqe = *taken;

@@ -16,10 +16,12 @@ namespace ibemu::engine {
 
 class HcaEngine {
  public:
-  HcaEngine(PacketSink* sink, const PortTable* ports);
+  /// `counters` may be given (shared memory the daemon reads); by default
+  /// the engine keeps its own.
+  HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters = nullptr);
 
   MrTable& mrs() { return mrs_; }
-  EngineCounters& counters() { return counters_; }
+  EngineCounters& counters() { return *counters_; }
 
   std::shared_ptr<Qp> create_qp(const QpInit& init,
                                 std::function<void(uint32_t, QpEvent)> on_event);
@@ -35,12 +37,14 @@ class HcaEngine {
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
 
  private:
-  bool dlid_is_ours(uint16_t dlid) const noexcept;
+  /// The port that answers to `dlid`, or 0.
+  uint8_t port_for_dlid(uint16_t dlid) const noexcept;
 
   PacketSink* sink_;
   const PortTable* ports_;
   MrTable mrs_;
-  EngineCounters counters_;
+  EngineCounters own_counters_;
+  EngineCounters* counters_;
   mutable std::shared_mutex qps_mutex_;
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps_;
   bool verify_crcs_ = true;

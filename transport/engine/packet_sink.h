@@ -12,7 +12,9 @@ class PacketSink {
   virtual ~PacketSink() = default;
   /// Delivers one finished IBA packet toward (dlid, dest_qp). Dropping is
   /// allowed (the RC transport retransmits); this never blocks for long.
-  virtual void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+  /// Returns false when the packet was discarded (no such destination, or it
+  /// stayed unable to take it).
+  virtual bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                         size_t len) noexcept = 0;
   /// Whether packets must carry computed ICRC/VCRC. A link inside one host's
   /// memory says no: nothing there can corrupt a packet (wire::fill_crcs

@@ -107,6 +107,8 @@ class Qp {
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                        bool solicited) noexcept;
   void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
+  /// Every packet of this QP leaves through here: the port's counters see it.
+  void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
 
   // responder.cc (IBA 9.7.5)
   void responder_receive(const wire::PacketView& pkt) noexcept;
@@ -125,7 +127,7 @@ class Qp {
   // datagram.cc (UD, IBA 9.8.?)
   void datagram_send(SendWqe& wqe) noexcept;
   void datagram_receive(const wire::PacketView& pkt) noexcept;
-  void count_drop(std::atomic<uint64_t> EngineCounters::*counter) noexcept;
+  void count_drop(std::atomic<uint64_t> PortCounters::*counter) noexcept;
 
   // completer.cc (IBA 9.7.5.1, 9.7.6)
   void completer_receive(const wire::PacketView& pkt) noexcept;

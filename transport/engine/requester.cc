@@ -105,7 +105,16 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
 
 void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
   size_t len = wire::finalize_packet(buf, header_len, payload_len, env_.sink->wants_crcs());
-  env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
+  transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
+}
+
+void Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
+  const bool sent = env_.sink->transmit(dlid, dest_qp, packet, len);
+  if (!env_.counters) return;
+  PortCounters& c = env_.counters->at(attr_.port_num);
+  c.xmit_packets++;
+  c.xmit_bytes += len;
+  if (!sent) c.xmit_discards++;
 }
 
 // A READ or atomic is one request packet; its PSNs run on through the

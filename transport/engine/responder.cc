@@ -44,7 +44,7 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
   size_t hlen = wire::write_headers(tx_buf_, h);
   if (len) std::memcpy(tx_buf_ + hlen, payload, len);
   size_t total = wire::finalize_packet(tx_buf_, hlen, len, env_.sink->wants_crcs());
-  env_.sink->transmit(attr_.ah.dlid, attr_.dest_qp_num, tx_buf_, total);
+  transmit(attr_.ah.dlid, attr_.dest_qp_num, tx_buf_, total);
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
