@@ -1,5 +1,7 @@
 #include "emulator-daemon/daemon.h"
 
+#include "transport/wire/lrh.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -110,6 +112,9 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "create_qp") return do_create_qp(s, req);
     if (op == "destroy_qp") return do_destroy_qp(s, req);
     if (op == "resolve") return do_resolve(req, fds_out);
+    if (op == "mcast_attach") return do_mcast(s, req, true);
+    if (op == "mcast_detach") return do_mcast(s, req, false);
+    if (op == "resolve_mcast") return do_resolve_mcast(req, fds_out);
     if (op == "sm_attach") return do_sm_attach(s, req);
     if (op == "smp") return do_smp(req);
     if (op == "shutdown") return do_shutdown();
@@ -126,6 +131,7 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   Client& c = it->second;
   size_t freed = qps_.release_all(s.id);
   for (uint64_t id : c.counter_ids) counters_.remove(id);
+  mcast_.leave_all(s.id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
@@ -299,6 +305,44 @@ Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
     if (fd < 0) return error_reply(errno, "dup failed");
     fds_out.push_back(fd);
   }
+  return reply;
+}
+
+// ibv_attach_mcast / ibv_detach_mcast of a QP the session owns.
+Json Daemon::do_mcast(SessionInfo& s, const Json& req, bool attach) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  const uint32_t qpn = req.at("qpn").get<uint32_t>();
+  const uint16_t mlid = req.at("mlid").get<uint16_t>();
+  std::vector<uint8_t> raw;
+  if (!unhex(req.at("mgid").get<std::string>(), &raw) || raw.size() != 16)
+    return error_reply(EINVAL, "mgid is not 16 hex bytes");
+  if (!wire::is_multicast_lid(mlid)) return error_reply(EINVAL, "not a multicast LID");
+  if (qps_.owner(d, qpn) != s.id) return error_reply(ENOENT, "no such QP");
+  MulticastGroups::Gid mgid;
+  std::copy(raw.begin(), raw.end(), mgid.begin());
+  const bool done =
+      attach ? mcast_.attach(s.id, d, qpn, mlid, mgid) : mcast_.detach(s.id, d, qpn, mlid, mgid);
+  if (!done)
+    return error_reply(attach ? EEXIST : ENOENT, attach ? "attached already" : "not attached");
+  return ok_reply();
+}
+
+// Where a packet to a multicast LID goes: the inbox of every process with a
+// member. The sender copies the packet into each.
+Json Daemon::do_resolve_mcast(const Json& req, std::vector<int>& fds_out) {
+  const uint16_t mlid = req.at("mlid").get<uint16_t>();
+  Json owners = Json::array();
+  for (SessionId member : mcast_.sessions(mlid)) {
+    auto it = clients_.find(member);
+    if (it == clients_.end() || it->second.inbox_fd < 0) continue;
+    int fd = dup(it->second.inbox_fd);
+    if (fd < 0) break;
+    fds_out.push_back(fd);
+    owners.push_back(member);
+  }
+  Json reply = ok_reply();
+  reply["owners"] = owners;
   return reply;
 }
 

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/control_server.h"
+#include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/port_counter_registry.h"
 #include "emulator-daemon/qp_directory.h"
 #include "emulator-daemon/state_page_publisher.h"
@@ -51,6 +52,8 @@ class Daemon : public RequestHandler {
   Json do_create_qp(SessionInfo& s, const Json& req);
   Json do_destroy_qp(SessionInfo& s, const Json& req);
   Json do_resolve(const Json& req, std::vector<int>& fds_out);
+  Json do_mcast(SessionInfo& s, const Json& req, bool attach);
+  Json do_resolve_mcast(const Json& req, std::vector<int>& fds_out);
   Json do_sm_attach(SessionInfo& s, const Json& req);
   Json do_smp(const Json& req);
   Json do_shutdown();
@@ -65,6 +68,7 @@ class Daemon : public RequestHandler {
   StatePagePublisher state_page_;
   QpDirectory qps_;
   PortCounterRegistry counters_;
+  MulticastGroups mcast_;
   ControlServer server_;
   std::map<SessionId, Client> clients_;
   std::function<void()> on_stop_;

@@ -40,6 +40,10 @@ struct ibemu_ah {
 };
 int ibemu_core_check_ah(struct ibemu_core_context* ctx, const struct ibv_ah_attr* attr);
 
+/* ibv_attach_mcast / ibv_detach_mcast on a UD QP. */
+int ibemu_core_attach_mcast(struct ibemu_core_qp* qp, const union ibv_gid* gid, uint16_t lid);
+int ibemu_core_detach_mcast(struct ibemu_core_qp* qp, const union ibv_gid* gid, uint16_t lid);
+
 /* Memory windows: `type` is enum ibv_mw_type; the rkey names the window. */
 int ibemu_core_alloc_mw(struct ibemu_core_context* ctx, uint32_t pd, int type, uint32_t* rkey);
 int ibemu_core_dealloc_mw(struct ibemu_core_context* ctx, uint32_t rkey);

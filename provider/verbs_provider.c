@@ -123,6 +123,14 @@ static int ibemu_rereg_mr(struct verbs_mr* vmr, int flags, struct ibv_pd* pd, vo
   return 0;
 }
 
+static int ibemu_attach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
+  return ibemu_core_attach_mcast(to_qp(qp)->core, gid, lid);
+}
+
+static int ibemu_detach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
+  return ibemu_core_detach_mcast(to_qp(qp)->core, gid, lid);
+}
+
 static struct ibv_ah* ibemu_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
   struct ibemu_ah* ah;
   int err = ibemu_core_check_ah(to_ctx(pd->context)->core, attr);
@@ -391,6 +399,7 @@ static void ibemu_free_context(struct ibv_context* c) {
 static const struct verbs_context_ops ibemu_ctx_ops = {
     .alloc_mw = ibemu_alloc_mw,
     .alloc_pd = ibemu_alloc_pd,
+    .attach_mcast = ibemu_attach_mcast,
     .bind_mw = ibemu_bind_mw,
     .cq_event = ibemu_cq_event,
     .create_ah = ibemu_create_ah,
@@ -406,6 +415,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .destroy_cq = ibemu_destroy_cq,
     .destroy_qp = ibemu_destroy_qp,
     .destroy_srq = ibemu_destroy_srq,
+    .detach_mcast = ibemu_detach_mcast,
     .free_context = ibemu_free_context,
     .modify_qp = ibemu_modify_qp,
     .modify_srq = ibemu_modify_srq,

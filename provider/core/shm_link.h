@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/control_channel.h"
 #include "transport/engine/packet_sink.h"
@@ -26,11 +27,20 @@ class ShmLink : public engine::PacketSink {
     std::shared_ptr<link::ShmRing> ring;  // null: destination unknown (drop)
     std::chrono::steady_clock::time_point expires;
   };
+  struct Group {
+    std::vector<std::shared_ptr<link::ShmRing>> rings;  // one per member process
+    std::chrono::steady_clock::time_point expires;
+  };
   std::shared_ptr<link::ShmRing> resolve(uint16_t dlid, uint32_t dest_qp) noexcept;
+  std::vector<std::shared_ptr<link::ShmRing>> resolve_group(uint16_t mlid) noexcept;
+  /// The ring of daemon session `owner`, attached from `fd` unless known; takes fd.
+  std::shared_ptr<link::ShmRing> ring_of(uint64_t owner, int fd) noexcept;
+  static bool push(link::ShmRing& ring, const uint8_t* packet, size_t len) noexcept;
 
   ControlClient* daemon_;
   std::mutex mutex_;
   std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
+  std::map<uint16_t, Group> groups_;                           // by MLID
   std::map<uint64_t, std::weak_ptr<link::ShmRing>> by_owner_;  // daemon session → ring
 };
 

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -161,6 +162,9 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_pd = DeviceLimits::kMaxPd;
   a.max_ah = DeviceLimits::kMaxAh;
   a.max_srq = DeviceLimits::kMaxSrq;
+  a.max_mcast_grp = DeviceLimits::kMaxMcastGroups;
+  a.max_mcast_qp_attach = DeviceLimits::kMaxMcastQpAttach;
+  a.max_total_mcast_qp_attach = DeviceLimits::kMaxMcastGroups * DeviceLimits::kMaxMcastQpAttach;
   a.max_srq_wr = DeviceLimits::kMaxSrqWr;
   a.max_srq_sge = DeviceLimits::kMaxSge;
   a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
@@ -432,6 +436,41 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
   if (q->srq) q->srq->users--;
   delete q;
   return 0;
+}
+
+// The group is joined on this HCA (its engine delivers to the QP) and in the
+// daemon (the emulated switch copies packets for the MLID to this process).
+static int change_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid, bool attach) {
+  std::array<uint8_t, 16> mgid;
+  std::memcpy(mgid.data(), gid->raw, 16);
+  HcaEngine& engine = q->owner->ctx.engine();
+  if (int err = attach ? engine.attach_mcast(q->init.qpn, mgid, lid)
+                       : engine.detach_mcast(q->init.qpn, mgid, lid))
+    return err == ENOENT ? EINVAL : err;
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", mgid[i]);
+  Json reply;
+  const int rc = q->owner->ctx.daemon().request({{"op", attach ? "mcast_attach" : "mcast_detach"},
+                                                 {"device", q->owner->ctx.device_index()},
+                                                 {"qpn", q->init.qpn},
+                                                 {"mlid", lid},
+                                                 {"mgid", hex}},
+                                                &reply);
+  if (rc == 0 && reply.value("ok", false)) return 0;
+  // Undo the local half so both agree.
+  if (attach)
+    engine.detach_mcast(q->init.qpn, mgid, lid);
+  else
+    engine.attach_mcast(q->init.qpn, mgid, lid);
+  return rc ? rc : reply.value("errno", EIO);
+}
+
+int ibemu_core_attach_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid) {
+  return change_mcast(q, gid, lid, true);
+}
+
+int ibemu_core_detach_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid) {
+  return change_mcast(q, gid, lid, false);
 }
 
 ibemu_core_srq* ibemu_core_create_srq(ibemu_core_context* c, ibv_srq* ibsrq, ibv_srq_attr* attr,

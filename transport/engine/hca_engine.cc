@@ -1,5 +1,7 @@
 #include "transport/engine/hca_engine.h"
 
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -24,6 +26,7 @@ void HcaEngine::destroy_qp(uint32_t qpn) {
   if (it == qps_.end()) return;
   keep = std::move(it->second);
   qps_.erase(it);
+  std::erase_if(mcast_, [qpn](const auto& m) { return m.second.qpn == qpn; });
 }
 
 std::shared_ptr<Qp> HcaEngine::find_qp(uint32_t qpn) const {
@@ -36,6 +39,10 @@ void HcaEngine::receive(const uint8_t* data, size_t len) noexcept {
   wire::PacketView pkt;
   if (wire::parse_packet(data, len, &pkt, verify_crcs_) != wire::ParseError::kOk) {
     counters_->rcv_malformed++;  // IBA 9.6.1: malformed packets are silently dropped
+    return;
+  }
+  if (wire::is_multicast_lid(pkt.lrh().dlid())) {
+    receive_multicast(pkt, len);
     return;
   }
   const uint8_t port = port_for_dlid(pkt.lrh().dlid());
@@ -52,6 +59,58 @@ void HcaEngine::receive(const uint8_t* data, size_t len) noexcept {
     return;
   }
   qp->receive(pkt);
+}
+
+// A multicast packet goes to every QP attached to its group: same MLID and,
+// when it carries a GRH, same MGID (IBA 10.5.2.2). The sending QP does not
+// get its own packet back.
+void HcaEngine::receive_multicast(const wire::PacketView& pkt, size_t len) noexcept {
+  std::array<uint8_t, 16> dgid{};
+  if (pkt.has_grh) dgid = pkt.grh().dgid();
+  const bool from_us = port_for_dlid(pkt.lrh().slid()) != 0;
+  const uint32_t src_qp = pkt.deth().src_qp();
+  std::vector<std::shared_ptr<Qp>> members;
+  {
+    std::shared_lock lock(qps_mutex_);
+    auto [first, last] = mcast_.equal_range(pkt.lrh().dlid());
+    for (auto it = first; it != last; ++it) {
+      if (pkt.has_grh && it->second.mgid != dgid) continue;
+      if (from_us && it->second.qpn == src_qp) continue;
+      auto qp = qps_.find(it->second.qpn);
+      if (qp != qps_.end()) members.push_back(qp->second);
+    }
+  }
+  if (members.empty()) {
+    counters_->rcv_wrong_dlid++;  // a group none of our QPs is in
+    return;
+  }
+  PortCounters& c = counters_->at(members.front()->port());
+  c.rcv_packets++;
+  c.rcv_bytes += len;
+  for (auto& qp : members) qp->receive(pkt);
+}
+
+int HcaEngine::attach_mcast(uint32_t qpn, const std::array<uint8_t, 16>& mgid, uint16_t mlid) {
+  if (!wire::is_multicast_lid(mlid) || mgid[0] != 0xff) return EINVAL;  // IBA 4.1.1: FF::/8
+  std::unique_lock lock(qps_mutex_);
+  auto qp = qps_.find(qpn);
+  if (qp == qps_.end() || qp->second->type() != QpType::kUd) return EINVAL;
+  auto [first, last] = mcast_.equal_range(mlid);
+  for (auto it = first; it != last; ++it)
+    if (it->second.qpn == qpn && it->second.mgid == mgid) return EEXIST;
+  mcast_.emplace(mlid, McMember{qpn, mgid});
+  return 0;
+}
+
+int HcaEngine::detach_mcast(uint32_t qpn, const std::array<uint8_t, 16>& mgid, uint16_t mlid) {
+  std::unique_lock lock(qps_mutex_);
+  auto [first, last] = mcast_.equal_range(mlid);
+  for (auto it = first; it != last; ++it)
+    if (it->second.qpn == qpn && it->second.mgid == mgid) {
+      mcast_.erase(it);
+      return 0;
+    }
+  return ENOENT;
 }
 
 // A port answers to 2^LMC LIDs from its base LID on: the data packet check

@@ -3,7 +3,9 @@
 // two entry points of the progress thread — an incoming packet, and the timer
 // scan. Checks that need no QP state (IBA 9.6: packet well-formed, DLID is one
 // of ours, destination QP exists) happen here before a QP sees the packet.
+#include <array>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <shared_mutex>
 #include <unordered_map>
@@ -28,6 +30,12 @@ class HcaEngine {
   void destroy_qp(uint32_t qpn);
   std::shared_ptr<Qp> find_qp(uint32_t qpn) const;
 
+  /// ibv_attach_mcast / ibv_detach_mcast (IBA 10.5): a UD QP receives the
+  /// packets sent to the group. 0, EINVAL (not UD, not a multicast LID or
+  /// GID), EEXIST / ENOENT.
+  int attach_mcast(uint32_t qpn, const std::array<uint8_t, 16>& mgid, uint16_t mlid);
+  int detach_mcast(uint32_t qpn, const std::array<uint8_t, 16>& mgid, uint16_t mlid);
+
   /// Progress thread: one received packet (bytes may be reused after return).
   void receive(const uint8_t* data, size_t len) noexcept;
   /// Progress thread: runs timers; returns the earliest next deadline or 0.
@@ -37,6 +45,7 @@ class HcaEngine {
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
 
  private:
+  void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
   /// The port that answers to `dlid`, or 0.
   uint8_t port_for_dlid(uint16_t dlid) const noexcept;
 
@@ -47,6 +56,11 @@ class HcaEngine {
   EngineCounters* counters_;
   mutable std::shared_mutex qps_mutex_;
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps_;
+  struct McMember {
+    uint32_t qpn;
+    std::array<uint8_t, 16> mgid;
+  };
+  std::multimap<uint16_t, McMember> mcast_;  // by MLID; under qps_mutex_
   bool verify_crcs_ = true;
 };
 

@@ -59,6 +59,9 @@ class Qp {
 
   uint32_t qpn() const { return init_.qpn; }
   QpType type() const { return init_.type; }
+  /// The port the QP was last bound to (read without the QP's lock: a hint
+  /// for counters).
+  uint8_t port() const { return attr_.port_num; }
 
   // --- verbs (any thread) ---
   int modify(const QpAttr& attr, uint32_t mask) noexcept;

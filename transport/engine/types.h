@@ -191,6 +191,8 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxAh = 1 << 16;
   static constexpr uint32_t kMaxSrq = 1 << 12;
   static constexpr uint32_t kMaxSrqWr = 16384;
+  static constexpr uint32_t kMaxMcastGroups = 1 << 12;
+  static constexpr uint32_t kMaxMcastQpAttach = 1 << 8;
   static constexpr uint64_t kMaxMrSize = ~0ull;
   static constexpr uint32_t kMaxQpRdAtom = 16;
   static constexpr uint32_t kMaxQpInitRdAtom = 16;

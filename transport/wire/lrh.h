@@ -49,4 +49,11 @@ struct Lrh {
 static_assert(sizeof(Lrh) == Lrh::kSize);
 static_assert(std::is_trivially_copyable_v<Lrh>);
 
+/// IBA 4.1.2 / 7.11: LIDs 0xC000-0xFFFE name multicast groups (0xFFFF is
+/// the permissive LID).
+inline constexpr bool is_multicast_lid(uint16_t lid) { return lid >= 0xc000 && lid != 0xffff; }
+
+/// The destination QP of every multicast packet (IBA 9.6.1.5, C9-54).
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
+
 }  // namespace ibemu::wire
