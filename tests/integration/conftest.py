@@ -2,8 +2,8 @@
 module, and helpers that run real rdma-core programs against it."""
 import json
 import os
+import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -96,6 +96,19 @@ def stack_dump(proc):
     r = subprocess.run(["gdb", "-batch", "-ex", "thread apply all bt", "-p", str(proc.pid)],
                        capture_output=True, text=True, timeout=60)
     return f"--- stacks of pid {proc.pid}:\n{r.stdout[-6000:]}\n"
+
+
+VERBS_CASES = Path(__file__).parent / "verbs_cases"
+
+
+def run_verbs_cases(fabric, name, passed, timeout=180):
+    """Runs pytest on verbs_cases/NAME under the emulated environment (the
+    system python3, which has pyverbs); all must pass, and `passed` of them
+    (a regular expression for the count) so that none went missing."""
+    r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    str(VERBS_CASES / name)], timeout=timeout)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:] + fabric.logs()
+    assert re.search(rf"\b{passed} passed\b", r.stdout), r.stdout
 
 
 def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):

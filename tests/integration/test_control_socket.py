@@ -1,7 +1,6 @@
 """ibemud's control socket takes bad input from any local process: it answers
 with an error and keeps serving everyone else."""
 import json
-import os
 import random
 import socket
 

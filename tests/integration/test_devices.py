@@ -117,7 +117,6 @@ def test_commands_say_when_the_daemon_is_not_running(tmp_path):
 
 
 def test_second_daemon_on_the_same_runtime_dir_refuses(fabric):
-    import os
     r = subprocess.run([str(fabric.ibemu_bin).replace("/ibemu", "/ibemud"), "--runtime-dir",
                         str(fabric.runtime_dir)], capture_output=True, text=True, timeout=10)
     assert r.returncode != 0

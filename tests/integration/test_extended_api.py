@@ -2,21 +2,14 @@
 ibv_create_cq_ex with its polling API, ibv_query_device_ex with the struct
 sizes of older and newer programs; pyverbs cases, a C probe, and rdma-core's
 ibv_rc_pingpong with -N (new send API) and -t (timestamps, not offered)."""
-import re
-from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, free_tcp_port, run_pair
-
-HERE = Path(__file__).parent
+from conftest import BUILD, free_tcp_port, run_pair, run_verbs_cases
 
 
 def test_pyverbs_qp_ex_and_cq_ex(fabric):
-    r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    str(HERE / "verbs_cases" / "extended_api_cases.py")], timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr + fabric.logs()
-    assert re.search(r"\b8 passed\b", r.stdout), r.stdout
+    run_verbs_cases(fabric, "extended_api_cases.py", "8", timeout=180)
 
 
 def test_c_probe_query_device_ex_sizes_and_classic_poll_on_cq_ex(fabric):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_tcp_port, run_pair
+from conftest import free_tcp_port, run_pair, run_verbs_cases
 from test_perftest import check_table, perftest, wait_fabric_idle
 
 HERE = Path(__file__).parent
@@ -34,7 +34,4 @@ def test_perftest_send_bw_with_srq(fabric, qps):
 
 
 def test_pyverbs_srq_cases(fabric):
-    r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    str(HERE / "verbs_cases" / "srq_cases.py")], timeout=180)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert re.search(r"\b5 passed\b", r.stdout), r.stdout
+    run_verbs_cases(fabric, "srq_cases.py", "5", timeout=180)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_tcp_port, run_pair
+from conftest import free_tcp_port, run_pair, run_verbs_cases
 from test_perftest import check_table, perftest, wait_fabric_idle
 
 HERE = Path(__file__).parent
@@ -60,10 +60,7 @@ def test_perftest_ud(fabric, tool, args):
 
 
 def test_pyverbs_ud_cases(fabric):
-    r = fabric.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    str(HERE / "verbs_cases" / "ud_cases.py")], timeout=180)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-    assert re.search(r"\b10 passed\b", r.stdout), r.stdout
+    run_verbs_cases(fabric, "ud_cases.py", "10", timeout=180)
 
 
 def port_counters(fabric, device, port):

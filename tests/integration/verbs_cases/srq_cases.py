@@ -3,7 +3,6 @@ several RC QPs and a UD QP drawing from one SRQ, the limit event, the last
 WQE event, and the errors of the SRQ verbs. Run under the emulated
 environment; test_srq.py does that."""
 import errno
-import time
 
 import pytest
 import pyverbs.enums as e
@@ -12,7 +11,7 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR
 
-from rc_ops_cases import Side, poll_wcs, qp_state
+from rc_ops_cases import Side, poll_wcs
 
 SLOT = 1024
 

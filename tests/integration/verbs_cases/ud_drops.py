@@ -5,7 +5,6 @@ that `ibemu status` counted each drop under its cause."""
 import sys
 import time
 
-import pyverbs.enums as e
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from rc_ops_cases import poll_wcs  # noqa: E402
