@@ -13,7 +13,7 @@
 namespace ibemu::wire {
 namespace {
 
-enum Ext { kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth };
+enum Ext { kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kXrceth };
 
 struct Expected {
   Opcode op;
@@ -61,6 +61,29 @@ const std::vector<Expected>& spec_opcodes() {
       {Opcode::kUcWriteOnlyImm, "UC_RDMA_WRITE_ONLY_IMM", {kReth, kImmDt}, true},
       {Opcode::kUdSendOnly, "UD_SEND_ONLY", {kDeth}, true},
       {Opcode::kUdSendOnlyImm, "UD_SEND_ONLY_IMM", {kDeth, kImmDt}, true},
+      {static_cast<Opcode>(0xa0), "XRC_SEND_FIRST", {kXrceth}, true},
+      {static_cast<Opcode>(0xa1), "XRC_SEND_MIDDLE", {kXrceth}, true},
+      {static_cast<Opcode>(0xa2), "XRC_SEND_LAST", {kXrceth}, true},
+      {static_cast<Opcode>(0xa3), "XRC_SEND_LAST_IMM", {kXrceth, kImmDt}, true},
+      {static_cast<Opcode>(0xa4), "XRC_SEND_ONLY", {kXrceth}, true},
+      {static_cast<Opcode>(0xa5), "XRC_SEND_ONLY_IMM", {kXrceth, kImmDt}, true},
+      {static_cast<Opcode>(0xa6), "XRC_RDMA_WRITE_FIRST", {kXrceth, kReth}, true},
+      {static_cast<Opcode>(0xa7), "XRC_RDMA_WRITE_MIDDLE", {kXrceth}, true},
+      {static_cast<Opcode>(0xa8), "XRC_RDMA_WRITE_LAST", {kXrceth}, true},
+      {static_cast<Opcode>(0xa9), "XRC_RDMA_WRITE_LAST_IMM", {kXrceth, kImmDt}, true},
+      {static_cast<Opcode>(0xaa), "XRC_RDMA_WRITE_ONLY", {kXrceth, kReth}, true},
+      {static_cast<Opcode>(0xab), "XRC_RDMA_WRITE_ONLY_IMM", {kXrceth, kReth, kImmDt}, true},
+      {static_cast<Opcode>(0xac), "XRC_RDMA_READ_REQUEST", {kXrceth, kReth}, false},
+      {static_cast<Opcode>(0xad), "XRC_RDMA_READ_RESPONSE_FIRST", {kAeth}, true},
+      {static_cast<Opcode>(0xae), "XRC_RDMA_READ_RESPONSE_MIDDLE", {}, true},
+      {static_cast<Opcode>(0xaf), "XRC_RDMA_READ_RESPONSE_LAST", {kAeth}, true},
+      {static_cast<Opcode>(0xb0), "XRC_RDMA_READ_RESPONSE_ONLY", {kAeth}, true},
+      {static_cast<Opcode>(0xb1), "XRC_ACKNOWLEDGE", {kAeth}, false},
+      {static_cast<Opcode>(0xb2), "XRC_ATOMIC_ACKNOWLEDGE", {kAeth, kAtomicAckEth}, false},
+      {static_cast<Opcode>(0xb3), "XRC_COMPARE_SWAP", {kXrceth, kAtomicEth}, false},
+      {static_cast<Opcode>(0xb4), "XRC_FETCH_ADD", {kXrceth, kAtomicEth}, false},
+      {static_cast<Opcode>(0xb6), "XRC_SEND_LAST_INV", {kXrceth, kIeth}, true},
+      {static_cast<Opcode>(0xb7), "XRC_SEND_ONLY_INV", {kXrceth, kIeth}, true},
   };
   return v;
 }
@@ -80,6 +103,8 @@ uint8_t size_of(Ext e) {
     case kImmDt:
       return 4;
     case kIeth:
+      return 4;
+    case kXrceth:
       return 4;
   }
   return 0;
@@ -101,13 +126,15 @@ uint8_t offset_in(const OpcodeInfo& i, Ext e) {
       return i.immdt_off;
     case kIeth:
       return i.ieth_off;
+    case kXrceth:
+      return i.xrceth_off;
   }
   return kNoHeader;
 }
 
 uint32_t flag_of(Ext e) {
   const uint32_t f[] = {kHasDeth,         kHasReth,  kHasAtomicEth, kHasAeth,
-                        kHasAtomicAckEth, kHasImmDt, kHasIeth};
+                        kHasAtomicAckEth, kHasImmDt, kHasIeth,      kHasXrceth};
   return f[e];
 }
 
@@ -127,7 +154,7 @@ TEST(WireOpcode, GivenSpecOpcodeListExpectEachValidWithSpecLayout) {
       off = static_cast<uint8_t>(off + size_of(x));
     }
     EXPECT_EQ(info.ext_len, off);
-    for (int x = kDeth; x <= kIeth; ++x) {
+    for (int x = kDeth; x <= kXrceth; ++x) {
       bool listed = false;
       for (Ext y : e.headers) listed |= y == x;
       if (!listed) {
@@ -153,7 +180,7 @@ TEST(WireOpcode, GivenAll256OpcodesExpectOnlyTheSpecListValid) {
     }
     valid += info.valid;
   }
-  EXPECT_EQ(valid, 37);
+  EXPECT_EQ(valid, 37 + 23);
   EXPECT_STREQ(opcode_info(0x40).name, "RD_SEND_FIRST");
   EXPECT_STREQ(opcode_info(0x81).name, "CNP");
   EXPECT_STREQ(opcode_info(0xff).name, "INVALID");
@@ -183,8 +210,9 @@ TEST(WireOpcode, GivenValidOpcodesExpectConsistentClassification) {
     if (f & kHasImmDt) {
       EXPECT_TRUE(f & kIsLast);
     }
-    // UD carries a DETH, nothing else does.
+    // UD carries a DETH, nothing else does; XRC requests an XRCETH.
     EXPECT_EQ((f & kHasDeth) != 0, info.transport == Transport::kUd);
+    EXPECT_EQ((f & kHasXrceth) != 0, info.transport == Transport::kXrc && (f & kIsRequest));
     EXPECT_LE(info.ext_len, kMaxExtLen);
   }
   EXPECT_TRUE(opcode_info(Opcode::kRcSendOnly).has(kIsOnly));

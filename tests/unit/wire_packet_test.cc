@@ -69,6 +69,7 @@ PacketHeaders full_headers(uint8_t opcode, bool has_grh) {
   const uint8_t imm[4] = {0xde, 0xad, 0xbe, 0xef};
   h.immdt = ImmDt::from(imm);
   h.ieth.set_rkey(0x55667788);
+  h.xrceth.set_srqn(0x00abcd);
   return h;
 }
 
@@ -163,6 +164,7 @@ TEST(WirePacket, GivenEveryValidOpcodeExpectBuildParseRoundTrip) {
         expect_same(v.deth(), h.deth, info.flags & kHasDeth, "DETH");
         expect_same(v.immdt(), h.immdt, info.flags & kHasImmDt, "ImmDt");
         expect_same(v.ieth(), h.ieth, info.flags & kHasIeth, "IETH");
+        expect_same(v.xrceth(), h.xrceth, info.flags & kHasXrceth, "XRCETH");
       }
     }
   }

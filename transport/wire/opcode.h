@@ -88,6 +88,7 @@ enum HeaderFlag : uint32_t {
   // IBA 9.2: SE may be set only on the last/only packet of a SEND or of an
   // RDMA WRITE with immediate.
   kSolicitedAllowed = 1u << 20,
+  kHasXrceth = 1u << 21,  // XRC requests (IBA annex A14)
 };
 
 /// Offset value for an extension header that the opcode does not carry.
@@ -107,6 +108,7 @@ struct OpcodeInfo {
   uint8_t deth_off;
   uint8_t immdt_off;
   uint8_t ieth_off;
+  uint8_t xrceth_off;
 
   /// True when every bit of `f` is set (so `has(kIsOnly)` means first and last).
   constexpr bool has(uint32_t f) const noexcept { return (flags & f) == f; }
@@ -176,6 +178,31 @@ inline constexpr OpcodeSpec kValidOpcodes[] = {
     {0x2b, "UC_RDMA_WRITE_ONLY_IMM", kWriteOnly | kWithImm},
     {0x64, "UD_SEND_ONLY", kSendOnly | kHasDeth},
     {0x65, "UD_SEND_ONLY_IMM", kSendOnly | kHasDeth | kWithImm},
+    // XRC (IBA annex A14): RC's shapes; every request carries an XRCETH.
+    {0xa0, "XRC_SEND_FIRST", kSendFirst | kHasXrceth},
+    {0xa1, "XRC_SEND_MIDDLE", kSendMiddle | kHasXrceth},
+    {0xa2, "XRC_SEND_LAST", kSendLast | kHasXrceth},
+    {0xa3, "XRC_SEND_LAST_IMM", kSendLast | kWithImm | kHasXrceth},
+    {0xa4, "XRC_SEND_ONLY", kSendOnly | kHasXrceth},
+    {0xa5, "XRC_SEND_ONLY_IMM", kSendOnly | kWithImm | kHasXrceth},
+    {0xa6, "XRC_RDMA_WRITE_FIRST", kWriteFirst | kHasXrceth},
+    {0xa7, "XRC_RDMA_WRITE_MIDDLE", kWriteMiddle | kHasXrceth},
+    {0xa8, "XRC_RDMA_WRITE_LAST", kWriteLast | kHasXrceth},
+    {0xa9, "XRC_RDMA_WRITE_LAST_IMM", kWriteLast | kWithImm | kHasXrceth},
+    {0xaa, "XRC_RDMA_WRITE_ONLY", kWriteOnly | kHasXrceth},
+    {0xab, "XRC_RDMA_WRITE_ONLY_IMM", kWriteOnly | kWithImm | kHasXrceth},
+    {0xac, "XRC_RDMA_READ_REQUEST", kReadRequest | kHasXrceth},
+    {0xad, "XRC_RDMA_READ_RESPONSE_FIRST", kReadResponse | kIsFirst | kHasAeth},
+    {0xae, "XRC_RDMA_READ_RESPONSE_MIDDLE", kReadResponse | kIsMiddle},
+    {0xaf, "XRC_RDMA_READ_RESPONSE_LAST", kReadResponse | kIsLast | kHasAeth},
+    {0xb0, "XRC_RDMA_READ_RESPONSE_ONLY", kReadResponse | kIsOnly | kHasAeth},
+    {0xb1, "XRC_ACKNOWLEDGE", kIsAck | kIsResponse | kIsOnly | kHasAeth},
+    {0xb2, "XRC_ATOMIC_ACKNOWLEDGE",
+     kIsAtomicAck | kIsResponse | kIsOnly | kHasAeth | kHasAtomicAckEth},
+    {0xb3, "XRC_COMPARE_SWAP", kAtomic | kHasXrceth},
+    {0xb4, "XRC_FETCH_ADD", kAtomic | kHasXrceth},
+    {0xb6, "XRC_SEND_LAST_INV", kSendLast | kHasIeth | kHasXrceth},
+    {0xb7, "XRC_SEND_ONLY_INV", kSendOnly | kHasIeth | kHasXrceth},
 };
 
 // Opcodes the spec assigns but ibemu does not implement: named for traces,
@@ -207,8 +234,8 @@ inline constexpr OpcodeSpec kNamedInvalidOpcodes[] = {
     {0x81, "CNP", 0},
 };
 
-// Extension headers follow the BTH in this order (IBA 9.3): DETH, RETH,
-// AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. No opcode carries two of
+// Extension headers follow the BTH in this order (IBA 9.3, A14): XRCETH,
+// DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. No opcode carries two of
 // RETH/AtomicETH/AETH, so this order yields every opcode's layout.
 constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_t flags) {
   OpcodeInfo info{};
@@ -217,7 +244,7 @@ constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_
   info.transport = static_cast<Transport>(op >> 5);
   info.flags = flags;
   info.reth_off = info.aeth_off = info.atomic_eth_off = info.atomic_ack_eth_off = kNoHeader;
-  info.deth_off = info.immdt_off = info.ieth_off = kNoHeader;
+  info.deth_off = info.immdt_off = info.ieth_off = info.xrceth_off = kNoHeader;
   uint8_t off = 0;
   auto place = [&](uint32_t flag, uint8_t& slot, uint8_t size) {
     if (flags & flag) {
@@ -225,6 +252,7 @@ constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_
       off = static_cast<uint8_t>(off + size);
     }
   };
+  place(kHasXrceth, info.xrceth_off, 4);
   place(kHasDeth, info.deth_off, 8);
   place(kHasReth, info.reth_off, 16);
   place(kHasAtomicEth, info.atomic_eth_off, 28);
@@ -250,8 +278,8 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
 
 inline constexpr std::array<OpcodeInfo, 256> kOpcodeTable = detail::make_opcode_table();
 
-/// Largest ext_len of any valid opcode (AtomicETH).
-inline constexpr size_t kMaxExtLen = 28;
+/// Largest ext_len of any valid opcode (XRCETH and AtomicETH).
+inline constexpr size_t kMaxExtLen = 32;
 
 inline const OpcodeInfo& opcode_info(uint8_t opcode) noexcept { return kOpcodeTable[opcode]; }
 inline const OpcodeInfo& opcode_info(Opcode opcode) noexcept {
@@ -265,7 +293,10 @@ const char* to_string(Transport t) noexcept;
 static_assert(kOpcodeTable[0x0b].reth_off == 0 && kOpcodeTable[0x0b].immdt_off == 16);
 static_assert(kOpcodeTable[0x65].deth_off == 0 && kOpcodeTable[0x65].immdt_off == 8);
 static_assert(kOpcodeTable[0x12].aeth_off == 0 && kOpcodeTable[0x12].atomic_ack_eth_off == 4);
-static_assert(kOpcodeTable[0x13].ext_len == kMaxExtLen);
+static_assert(kOpcodeTable[0x13].ext_len == 28);
+static_assert(kOpcodeTable[0xb3].xrceth_off == 0 && kOpcodeTable[0xb3].atomic_eth_off == 4 &&
+              kOpcodeTable[0xb3].ext_len == kMaxExtLen);
+static_assert(kOpcodeTable[0xb1].xrceth_off == kNoHeader);  // responses carry none
 static_assert(!kOpcodeTable[0x15].valid && !kOpcodeTable[0x40].valid);
 
 }  // namespace ibemu::wire

@@ -21,6 +21,7 @@
 #include "transport/wire/lrh.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/reth.h"
+#include "transport/wire/xrceth.h"
 
 namespace ibemu::wire {
 
@@ -29,7 +30,7 @@ inline constexpr size_t kMaxPayload = 4096;
 /// LRH + GRH + BTH + the largest extension headers (AtomicETH).
 inline constexpr size_t kMaxHeaders = Lrh::kSize + Grh::kSize + Bth::kSize + kMaxExtLen;
 inline constexpr size_t kMaxPacket = kMaxHeaders + kMaxPayload + 3 /*pad*/ + kIcrcSize + kVcrcSize;
-static_assert(kMaxHeaders == 8 + 40 + 12 + 28);
+static_assert(kMaxHeaders == 8 + 40 + 12 + 32);
 
 /// LRH:LNH values (IBA 7.7). Raw packets (0, 1) are not IBA transport packets.
 inline constexpr uint8_t kLnhIbaLocal = 2;
@@ -49,6 +50,7 @@ struct PacketHeaders {
   Deth deth;
   ImmDt immdt;
   Ieth ieth;
+  Xrceth xrceth;
 };
 
 /// Writes LRH[, GRH], BTH and the opcode's extension headers at `out` (which
@@ -115,6 +117,7 @@ struct PacketView {
   Deth deth() const noexcept { return ext<Deth>(info ? info->deth_off : kNoHeader); }
   ImmDt immdt() const noexcept { return ext<ImmDt>(info ? info->immdt_off : kNoHeader); }
   Ieth ieth() const noexcept { return ext<Ieth>(info ? info->ieth_off : kNoHeader); }
+  Xrceth xrceth() const noexcept { return ext<Xrceth>(info ? info->xrceth_off : kNoHeader); }
   const uint8_t* payload() const noexcept { return data ? data + header_len : nullptr; }
 
  private:
