@@ -11,7 +11,7 @@
 namespace ibemu::engine {
 
 void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
-  if (init_.type != QpType::kRc || !sq_can_send()) return;
+  if (!reliable() || !sq_can_send()) return;
   if (pkt.lrh().slid() != attr_.ah.dlid) return;
   const uint32_t psn = pkt.bth().psn();
   if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
@@ -148,7 +148,7 @@ void Qp::completer_retire_local_operations() noexcept {
 }
 
 Nanos Qp::completer_timer(Nanos now) noexcept {
-  if (init_.type != QpType::kRc || !sq_can_send()) return 0;
+  if (!reliable() || !sq_can_send()) return 0;
   if (comp_.rnr_wait_until) {
     if (now < comp_.rnr_wait_until) return comp_.rnr_wait_until;
     comp_.rnr_wait_until = 0;

@@ -23,6 +23,7 @@ class HcaEngine {
   HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters = nullptr);
 
   MrTable& mrs() { return mrs_; }
+  SrqDirectory& srqs() { return srqs_; }
   EngineCounters& counters() { return *counters_; }
 
   std::shared_ptr<Qp> create_qp(const QpInit& init,
@@ -52,6 +53,7 @@ class HcaEngine {
   PacketSink* sink_;
   const PortTable* ports_;
   MrTable mrs_;
+  SrqDirectory srqs_;
   EngineCounters own_counters_;
   EngineCounters* counters_;
   mutable std::shared_mutex qps_mutex_;

@@ -131,6 +131,7 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
   for (int i = 0; i < count; ++i) {
     const SendWqe& w = wrs[i];
     *bad = i;
+    if (init_.type == QpType::kXrcRecv) return EINVAL;  // an XRC receive QP has no send queue
     // IBA 10.8.2.1 / C10-29: posting to a QP in RESET, INIT or RTR is an
     // immediate error; in ERR the WR completes with a flush error.
     if (attr_.qp_state == QpState::kReset || attr_.qp_state == QpState::kInit ||
@@ -153,10 +154,10 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       case WrOpcode::kAtomicFetchAndAdd:
         // READ and atomics are RC operations (IBA table 84); data lands in
         // local memory, so inline makes no sense for them.
-        if (init_.type != QpType::kRc || (w.flags & kSendInline)) return EINVAL;
+        if (!reliable() || (w.flags & kSendInline)) return EINVAL;
         break;
       case WrOpcode::kSendWithInv:
-        if (init_.type != QpType::kRc) return EINVAL;  // RC and XRC only (IBA table 84)
+        if (!reliable()) return EINVAL;  // RC and XRC only (IBA table 84)
         break;
       case WrOpcode::kBindMw:
       case WrOpcode::kLocalInv:
@@ -202,6 +203,9 @@ int Qp::post_recv(const RecvWqe* wrs, int count, int* bad) noexcept {
     *bad = i;
     if (attr_.qp_state == QpState::kReset) return EINVAL;  // C10-43
     if (init_.srq) return EINVAL;  // its receives go to the SRQ (ibv_post_srq_recv)
+    // XRC QPs have no receive queue: an XRC receive QP delivers into the SRQ
+    // each request names (IBA annex A14).
+    if (init_.type == QpType::kXrcSend || init_.type == QpType::kXrcRecv) return EINVAL;
     if (rq_.full()) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_recv_sge) return EINVAL;
     RecvWqe& q = rq_.push();

@@ -40,6 +40,7 @@ struct QpInit {
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
   SharedReceiveQueue* srq = nullptr;  // receives come from here, not an own RQ
+  uint32_t xrcd = 0;                  // XRC receive QPs: their XRC domain
   uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
            max_inline_data = 0;
   bool sq_sig_all = false;
@@ -51,6 +52,7 @@ struct QpEnv {
   const PortTable* ports = nullptr;
   std::function<void(uint32_t qpn, QpEvent)> on_event;
   EngineCounters* counters = nullptr;  // drops a QP decides on; may be null
+  const SrqDirectory* srqs = nullptr;  // XRC SRQs of the context, by number
 };
 
 class Qp {
@@ -59,6 +61,11 @@ class Qp {
 
   uint32_t qpn() const { return init_.qpn; }
   QpType type() const { return init_.type; }
+  /// RC and both XRC kinds: acknowledged, retried, in order (IBA 9.7, A14).
+  bool reliable() const noexcept {
+    return init_.type == QpType::kRc || init_.type == QpType::kXrcSend ||
+           init_.type == QpType::kXrcRecv;
+  }
   /// The port the QP was last bound to (read without the QP's lock: a hint
   /// for counters).
   uint8_t port() const { return attr_.port_num; }
@@ -115,6 +122,10 @@ class Qp {
 
   // responder.cc (IBA 9.7.5)
   void responder_receive(const wire::PacketView& pkt) noexcept;
+  bool xrc_select_srq(const wire::PacketView& pkt) noexcept;
+  wire::Transport transport() const noexcept;
+  /// An RC opcode under this QP's transport bits.
+  uint8_t for_transport(uint8_t rc_opcode) const noexcept;
   bool responder_accepts_source(const wire::PacketView& pkt) noexcept;
   void responder_execute_send(const wire::PacketView& pkt) noexcept;
   void responder_execute_write(const wire::PacketView& pkt) noexcept;

@@ -12,7 +12,17 @@ constexpr uint32_t kResetToInit[3] = {
     /*UD*/ kQpPkeyIndex | kQpPort | kQpQkey,
 };
 
-int index_of(QpType t) { return t == QpType::kRc ? 0 : t == QpType::kUc ? 1 : 2; }
+// XRC QPs follow RC's rules (IBA annex A14).
+int index_of(QpType t) {
+  switch (t) {
+    case QpType::kUc:
+      return 1;
+    case QpType::kUd:
+      return 2;
+    default:
+      return 0;
+  }
+}
 
 }  // namespace
 

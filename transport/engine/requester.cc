@@ -43,12 +43,27 @@ uint8_t pick_opcode(WrOpcode op, bool first, bool last) {
   }
 }
 
-// UC uses the same layout with the UC transport bits (IBA 9.2.1, table 35).
-uint8_t for_transport(uint8_t rc_opcode, QpType type) {
-  return type == QpType::kUc ? static_cast<uint8_t>(rc_opcode | 0x20) : rc_opcode;
+}  // namespace
+
+// UC and XRC use RC's opcode layout with their own transport bits (IBA 9.2.1,
+// table 35; annex A14).
+uint8_t Qp::for_transport(uint8_t rc_opcode) const noexcept {
+  return static_cast<uint8_t>(rc_opcode | static_cast<uint8_t>(transport()) << 5);
 }
 
-}  // namespace
+wire::Transport Qp::transport() const noexcept {
+  switch (init_.type) {
+    case QpType::kUc:
+      return wire::Transport::kUc;
+    case QpType::kUd:
+      return wire::Transport::kUd;
+    case QpType::kXrcSend:
+    case QpType::kXrcRecv:
+      return wire::Transport::kXrc;
+    default:
+      return wire::Transport::kRc;
+  }
+}
 
 // LRH and, for a global address vector, GRH toward the connected peer
 // (IBA 7.7, 8.3): both engines' packets leave through here.
@@ -99,6 +114,7 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
     h.atomic_eth.set_rkey(w->rkey);
     h.atomic_eth.set_swap_add(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->swap : w->compare_add);
     h.atomic_eth.set_compare(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->compare_add : 0);
+    h.xrceth.set_srqn(w->remote_srqn);
   }
   return wire::write_headers(buf, h);
 }
@@ -131,10 +147,10 @@ void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
     wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
   }
   const uint32_t psn = req_.next_psn;
-  const uint8_t opcode =
+  const uint8_t opcode = for_transport(
       static_cast<uint8_t>(read                                       ? wire::Opcode::kRcReadRequest
                            : wqe.opcode == WrOpcode::kAtomicCmpAndSwp ? wire::Opcode::kRcCompareSwap
-                                                                      : wire::Opcode::kRcFetchAdd);
+                                                                      : wire::Opcode::kRcFetchAdd));
   size_t hlen = build_headers(tx_buf_, opcode, psn, false, false);
   emit(tx_buf_, hlen, 0);
   const uint32_t responses = static_cast<uint32_t>(wire::psn_diff(wqe.last_psn, psn)) + 1;
@@ -175,9 +191,9 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   const bool last = off + payload >= wqe.length;
   const uint32_t psn = req_.next_psn;
   const uint32_t index = static_cast<uint32_t>(wire::psn_diff(psn, wqe.first_psn));
-  const bool ack_req = init_.type == QpType::kRc && (last || index % kAckReqInterval == 0);
+  const bool ack_req = reliable() && (last || index % kAckReqInterval == 0);
   const bool solicited = last && (wqe.flags & kSendSolicited);
-  uint8_t opcode = for_transport(pick_opcode(wqe.opcode, first, last), init_.type);
+  uint8_t opcode = for_transport(pick_opcode(wqe.opcode, first, last));
   size_t hlen = build_headers(tx_buf_, opcode, psn, ack_req, solicited);
   uint8_t* data = tx_buf_ + hlen;
   if (wqe.is_inline) {
@@ -193,7 +209,7 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   req_.cursor_offset = off + payload;
   // Only RC packets are ever acknowledged; counting UC ones would close the
   // window for good after kMaxUnackedPackets.
-  if (init_.type == QpType::kRc) ++req_.unacked;
+  if (reliable()) ++req_.unacked;
   return last;
 }
 
@@ -265,7 +281,7 @@ void Qp::requester_pump() noexcept {
       }
     }
   }
-  if (sent && init_.type == QpType::kRc && comp_.last_progress == 0) comp_.last_progress = now_ns();
+  if (sent && reliable() && comp_.last_progress == 0) comp_.last_progress = now_ns();
 }
 
 void Qp::requester_rewind(uint32_t psn) noexcept {

@@ -34,7 +34,7 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
                        uint32_t len, uint64_t atomic_orig) noexcept {
   wire::PacketHeaders h;
   fill_address_headers(h, attr_.ah);
-  h.bth.set_opcode(opcode);
+  h.bth.set_opcode(for_transport(opcode));
   h.bth.set_pkey(0xffff);
   h.bth.set_dest_qp(attr_.dest_qp_num);
   h.bth.set_psn(psn);
@@ -50,7 +50,7 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
 // the error state; the requester learns why through the NAK.
 void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexcept {
-  if (init_.type != QpType::kRc) {
+  if (!reliable()) {
     // UC (IBA 9.8) has no NAK to send: the message is dropped silently, the
     // QP carries on and its receive WQE serves the next message.
     resp_.in_send = false;
@@ -85,14 +85,14 @@ bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
 }
 
 void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
-  if (!rq_can_receive()) return;  // C9-..: packets to a QP not ready are dropped
+  if (!rq_can_receive()) return;               // C9-..: packets to a QP not ready are dropped
+  if (init_.type == QpType::kXrcSend) return;  // an initiator only sends
   // IBA 9.6.1: the opcode's transport must be the QP's service type.
-  if (pkt.info->transport !=
-      (init_.type == QpType::kRc ? wire::Transport::kRc : wire::Transport::kUc))
-    return;
+  if (pkt.info->transport != transport()) return;
   if (!responder_accepts_source(pkt)) return;
+  if (init_.type == QpType::kXrcRecv && !xrc_select_srq(pkt)) return;
   const uint32_t flags = pkt.info->flags;
-  const bool rc = init_.type == QpType::kRc;
+  const bool rc = reliable();
   const uint32_t psn = pkt.bth().psn();
   const int32_t diff = wire::psn_diff(psn, resp_.epsn);
 
@@ -181,9 +181,24 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     send_ack(psn, wire::make_ack_syndrome(kNoCredits));
 }
 
+// An XRC receive QP has no PD, CQ or receive queue of its own: each request
+// names, in its XRCETH, the XRC SRQ whose WQEs, protection domain and CQ it
+// uses; the SRQ must belong to the QP's XRC domain (IBA annex A14).
+bool Qp::xrc_select_srq(const wire::PacketView& pkt) noexcept {
+  SharedReceiveQueue* srq = env_.srqs ? env_.srqs->find(pkt.xrceth().srqn()) : nullptr;
+  if (!srq || srq->xrc().xrcd != init_.xrcd) {
+    responder_fail(pkt.bth().psn(), NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    return false;
+  }
+  init_.srq = srq;
+  init_.pd = srq->xrc().pd;
+  init_.recv_cq = srq->xrc().cq;
+  return true;
+}
+
 void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
   const uint32_t flags = pkt.info->flags;
-  const bool rc = init_.type == QpType::kRc;
+  const bool rc = reliable();
   const uint32_t psn = pkt.bth().psn();
   if (flags & wire::kIsFirst) {
     if (!recv_ready()) {
@@ -246,7 +261,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   // WRITE with immediate consumes a receive WQE (IBA 9.4.3); without one the
   // last packet is RNR NAK'd before anything of it is executed.
   if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && !recv_ready()) {
-    if (init_.type == QpType::kRc) {
+    if (reliable()) {
       send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
       resp_.nak_sent = true;
     }

@@ -9,10 +9,23 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "transport/engine/work_queues.h"
 
 namespace ibemu::engine {
+
+class CompletionQueue;
+
+/// What an XRC SRQ carries for the XRC target QPs that deliver into it
+/// (IBA annex A14): its number, domain, protection domain and CQ.
+struct XrcBinding {
+  uint32_t srqn = 0;
+  uint32_t xrcd = 0;
+  uint32_t pd = 0;
+  CompletionQueue* cq = nullptr;
+};
 
 class SharedReceiveQueue {
  public:
@@ -33,12 +46,43 @@ class SharedReceiveQueue {
   uint32_t max_sge() const noexcept { return max_sge_; }
   uint32_t limit() const noexcept;
 
+  void set_xrc(const XrcBinding& b) { xrc_ = b; }
+  const XrcBinding& xrc() const { return xrc_; }
+
  private:
+  XrcBinding xrc_;
   mutable std::mutex mutex_;
   WorkRing<RecvWqe> ring_;
   const uint32_t max_wr_, max_sge_;
   uint32_t limit_ = 0;  // 0: not armed
   std::function<void()> on_limit_;
+};
+
+}  // namespace ibemu::engine
+
+namespace ibemu::engine {
+
+/// The XRC SRQs of one HCA context by number: where an XRC target QP finds
+/// the SRQ a request's XRCETH names.
+class SrqDirectory {
+ public:
+  void add(uint32_t srqn, SharedReceiveQueue* srq) {
+    std::unique_lock lock(mutex_);
+    srqs_[srqn] = srq;
+  }
+  void remove(uint32_t srqn) {
+    std::unique_lock lock(mutex_);
+    srqs_.erase(srqn);
+  }
+  SharedReceiveQueue* find(uint32_t srqn) const {
+    std::shared_lock lock(mutex_);
+    auto it = srqs_.find(srqn);
+    return it == srqs_.end() ? nullptr : it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<uint32_t, SharedReceiveQueue*> srqs_;
 };
 
 }  // namespace ibemu::engine

@@ -76,7 +76,7 @@ enum Access : uint32_t {
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kUnknown };
 const char* to_string(QpState);
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 
 enum QpAttrMask : uint32_t {
   kQpState = 1 << 0,

@@ -26,6 +26,7 @@ struct SendWqe {
   AddressVector av;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  uint32_t remote_srqn = 0;  // XRC only: the target's SRQ (XRCETH)
   bool is_inline = false;
   uint8_t inline_data[DeviceLimits::kMaxInlineData];
 
