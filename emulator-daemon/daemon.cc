@@ -115,6 +115,10 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "mcast_attach") return do_mcast(s, req, true);
     if (op == "mcast_detach") return do_mcast(s, req, false);
     if (op == "resolve_mcast") return do_resolve_mcast(req, fds_out);
+    if (op == "open_xrcd") return do_open_xrcd(s, req);
+    if (op == "close_xrcd") return do_close_xrcd(s, req);
+    if (op == "alloc_srqn") return do_srqn(s, req, true);
+    if (op == "free_srqn") return do_srqn(s, req, false);
     if (op == "sm_attach") return do_sm_attach(s, req);
     if (op == "smp") return do_smp(req);
     if (op == "shutdown") return do_shutdown();
@@ -132,6 +136,8 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   size_t freed = qps_.release_all(s.id);
   for (uint64_t id : c.counter_ids) counters_.remove(id);
   mcast_.leave_all(s.id);
+  xrcds_.close_all(s.id);
+  srqns_.release_all(s.id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
@@ -343,6 +349,41 @@ Json Daemon::do_resolve_mcast(const Json& req, std::vector<int>& fds_out) {
   }
   Json reply = ok_reply();
   reply["owners"] = owners;
+  return reply;
+}
+
+Json Daemon::do_open_xrcd(SessionInfo& s, const Json& req) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  int err = 0;
+  auto id = xrcds_.open(s.id, d, req.value("file", ""), req.value("create", false),
+                        req.value("exclusive", false), &err);
+  if (!id) return error_reply(err, err == EEXIST ? "XRC domain exists" : "no XRC domain for file");
+  Json reply = ok_reply();
+  reply["xrcd"] = *id;
+  return reply;
+}
+
+Json Daemon::do_close_xrcd(SessionInfo& s, const Json& req) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  if (!xrcds_.close(s.id, d, req.at("xrcd").get<uint32_t>()))
+    return error_reply(EINVAL, "no such XRC domain");
+  return ok_reply();
+}
+
+Json Daemon::do_srqn(SessionInfo& s, const Json& req, bool allocate) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  if (!allocate) {
+    if (!srqns_.release(d, req.at("srqn").get<uint32_t>(), s.id))
+      return error_reply(ENOENT, "no such SRQ");
+    return ok_reply();
+  }
+  auto n = srqns_.allocate(d, s.id);
+  if (!n) return error_reply(ENOMEM, "no free SRQ number");
+  Json reply = ok_reply();
+  reply["srqn"] = *n;
   return reply;
 }
 

@@ -15,6 +15,7 @@
 #include "emulator-daemon/state_page_publisher.h"
 #include "emulator-daemon/subnet.h"
 #include "emulator-daemon/sysfs_tree.h"
+#include "emulator-daemon/xrc_domains.h"
 
 namespace ibemu {
 
@@ -53,6 +54,9 @@ class Daemon : public RequestHandler {
   Json do_destroy_qp(SessionInfo& s, const Json& req);
   Json do_resolve(const Json& req, std::vector<int>& fds_out);
   Json do_mcast(SessionInfo& s, const Json& req, bool attach);
+  Json do_open_xrcd(SessionInfo& s, const Json& req);
+  Json do_close_xrcd(SessionInfo& s, const Json& req);
+  Json do_srqn(SessionInfo& s, const Json& req, bool allocate);
   Json do_resolve_mcast(const Json& req, std::vector<int>& fds_out);
   Json do_sm_attach(SessionInfo& s, const Json& req);
   Json do_smp(const Json& req);
@@ -69,6 +73,8 @@ class Daemon : public RequestHandler {
   QpDirectory qps_;
   PortCounterRegistry counters_;
   MulticastGroups mcast_;
+  XrcDomains xrcds_;
+  QpDirectory srqns_;  // XRC SRQ numbers: unique per device, like QP numbers
   ControlServer server_;
   std::map<SessionId, Client> clients_;
   std::function<void()> on_stop_;

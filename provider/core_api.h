@@ -66,13 +66,23 @@ struct ibemu_core_qp* ibemu_core_create_qp(struct ibemu_core_context* ctx, struc
                                            struct ibv_qp_init_attr_ex* attr, uint32_t pd,
                                            struct ibemu_core_cq* send_cq,
                                            struct ibemu_core_cq* recv_cq,
-                                           struct ibemu_core_srq* srq, uint32_t* qpn, int* err);
+                                           struct ibemu_core_srq* srq, uint32_t xrcd, uint32_t* qpn,
+                                           int* err);
 
 /* Shared receive queues. `srq` is the libibverbs object its limit event names;
  * attr->max_wr / max_sge are raised to what was granted. */
 struct ibemu_core_srq* ibemu_core_create_srq(struct ibemu_core_context* ctx, struct ibv_srq* srq,
                                              struct ibv_srq_attr* attr, int* err);
 int ibemu_core_destroy_srq(struct ibemu_core_srq* srq);
+/* Makes an SRQ an XRC SRQ of domain `xrcd`, completing on `cq`; *srqn is the
+ * number senders name it by. */
+int ibemu_core_make_xrc_srq(struct ibemu_core_srq* srq, uint32_t xrcd, uint32_t pd,
+                            struct ibemu_core_cq* cq, uint32_t* srqn);
+
+/* XRC domains: `file` names the domain shared through a file ("" = private). */
+int ibemu_core_open_xrcd(struct ibemu_core_context* ctx, const char* file, int create,
+                         int exclusive, uint32_t* xrcd);
+int ibemu_core_close_xrcd(struct ibemu_core_context* ctx, uint32_t xrcd);
 int ibemu_core_modify_srq(struct ibemu_core_srq* srq, const struct ibv_srq_attr* attr, int mask);
 int ibemu_core_query_srq(struct ibemu_core_srq* srq, struct ibv_srq_attr* attr);
 int ibemu_core_post_srq_recv(struct ibemu_core_srq* srq, struct ibv_recv_wr* wr,
@@ -131,6 +141,7 @@ void ibemu_core_wr_set_inline(struct ibemu_core_wr_builder* b, const struct ibv_
                               size_t num_buf);
 void ibemu_core_wr_set_ud_addr(struct ibemu_core_wr_builder* b, const struct ibemu_ah* ah,
                                uint32_t remote_qpn, uint32_t remote_qkey);
+void ibemu_core_wr_set_xrc_srqn(struct ibemu_core_wr_builder* b, uint32_t remote_srqn);
 /* Posts the region's WRs; 0 or the errno of the first bad WR. */
 int ibemu_core_wr_complete(struct ibemu_core_wr_builder* b);
 void ibemu_core_wr_abort(struct ibemu_core_wr_builder* b);

@@ -4,8 +4,8 @@
  * wr_flags from the ibv_qp_ex when it is called (verbs.h) and hands the WR to
  * the core's builder (provider/core_api.h), which posts the region at
  * wr_complete. Only the operations asked for in send_ops_flags are installed,
- * as rxe does; wr_set_ud_addr is there for UD QPs only, wr_set_xrc_srqn
- * for none yet.
+ * as rxe does; wr_set_ud_addr is there for UD QPs only, wr_set_xrc_srqn for
+ * XRC send QPs only.
  */
 #include <errno.h>
 #include <string.h>
@@ -87,6 +87,10 @@ static void wr_set_ud_addr(struct ibv_qp_ex* qpx, struct ibv_ah* ah, uint32_t re
   ibemu_core_wr_set_ud_addr(wrb(qpx), (const struct ibemu_ah*)ah, remote_qpn, remote_qkey);
 }
 
+static void wr_set_xrc_srqn(struct ibv_qp_ex* qpx, uint32_t remote_srqn) {
+  ibemu_core_wr_set_xrc_srqn(wrb(qpx), remote_srqn);
+}
+
 static void wr_set_sge(struct ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
   struct ibv_sge sge = {.addr = addr, .length = length, .lkey = lkey};
   ibemu_core_wr_set_sges(wrb(qpx), &sge, 1);
@@ -135,6 +139,7 @@ int ibemu_qp_ex_init(struct ibemu_qp* qp, const struct ibv_qp_init_attr_ex* attr
   if (ops & IBV_QP_EX_WITH_LOCAL_INV) qpx->wr_local_inv = wr_local_inv;
   if (ops & IBV_QP_EX_WITH_BIND_MW) qpx->wr_bind_mw = wr_bind_mw;
   if (attr->qp_type == IBV_QPT_UD) qpx->wr_set_ud_addr = wr_set_ud_addr;
+  if (attr->qp_type == IBV_QPT_XRC_SEND) qpx->wr_set_xrc_srqn = wr_set_xrc_srqn;
   qpx->wr_set_sge = wr_set_sge;
   qpx->wr_set_sge_list = wr_set_sge_list;
   qpx->wr_set_inline_data = wr_set_inline_data;

@@ -79,6 +79,22 @@ struct verbs_mr {
   int access;
 };
 
+struct verbs_xrcd {
+  struct ibv_xrcd xrcd;
+  uint32_t comp_mask;
+  uint32_t handle;
+};
+
+/* An SRQ as libibverbs sees it when the provider reports its type
+ * (ibv_get_srq_num and XRC QPs read these). */
+struct verbs_srq {
+  struct ibv_srq srq;
+  enum ibv_srq_type srq_type;
+  struct verbs_xrcd* xrcd;
+  struct ibv_cq* cq;
+  uint32_t srq_num;
+};
+
 enum verbs_qp_mask {
   VERBS_QP_XRCD = 1 << 0,
   VERBS_QP_EX = 1 << 1, /* the QP has a struct ibv_qp_ex (ibv_qp_to_qp_ex) */

@@ -44,8 +44,13 @@ struct ibemu_qp {
 };
 
 struct ibemu_srq {
-  struct ibv_srq srq;
+  struct verbs_srq vsrq; /* first: an ibv_srq* points here */
   struct ibemu_core_srq* core;
+};
+
+struct ibemu_xrcd {
+  struct verbs_xrcd vxrcd; /* first: an ibv_xrcd* points here */
+  uint32_t id;             /* the daemon's number for the domain */
 };
 
 static inline struct ibemu_context* to_ctx(struct ibv_context* c) {

@@ -7,9 +7,11 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "provider/verbs_objects.h"
@@ -152,20 +154,127 @@ static int ibemu_destroy_ah(struct ibv_ah* ah) {
   return 0;
 }
 
-static struct ibv_srq* ibemu_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* attr) {
+static struct ibemu_srq* new_srq(struct ibv_context* c, struct ibv_srq_attr* attr) {
   struct ibemu_srq* srq = calloc(1, sizeof(*srq));
   int err;
   if (!srq) {
     errno = ENOMEM;
     return NULL;
   }
-  srq->core = ibemu_core_create_srq(to_ctx(pd->context)->core, &srq->srq, &attr->attr, &err);
+  srq->core = ibemu_core_create_srq(to_ctx(c)->core, &srq->vsrq.srq, attr, &err);
   if (!srq->core) {
     free(srq);
     errno = err;
     return NULL;
   }
-  return &srq->srq;
+  srq->vsrq.srq_type = IBV_SRQT_BASIC;
+  return srq;
+}
+
+static struct ibv_srq* ibemu_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* attr) {
+  struct ibemu_srq* srq = new_srq(pd->context, &attr->attr);
+  return srq ? &srq->vsrq.srq : NULL;
+}
+
+/* ibv_create_srq_ex: basic SRQs, and XRC SRQs (IBA annex A14) that XRC
+ * receive QPs of their domain deliver into. libibverbs leaves the ibv_srq
+ * fields to the provider on this path. */
+static struct ibv_srq* ibemu_create_srq_ex(struct ibv_context* c,
+                                           struct ibv_srq_init_attr_ex* attr) {
+  const uint32_t supported =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  enum ibv_srq_type type =
+      (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  struct ibemu_srq* srq;
+  if ((attr->comp_mask & ~supported) || (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC)) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+      (type == IBV_SRQT_XRC && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+                                !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  srq = new_srq(c, &attr->attr);
+  if (!srq) return NULL;
+  if (type == IBV_SRQT_XRC) {
+    struct ibemu_xrcd* xrcd = (struct ibemu_xrcd*)attr->xrcd;
+    int err = ibemu_core_make_xrc_srq(srq->core, xrcd->id, to_pd(attr->pd)->id,
+                                      to_cq(attr->cq)->core, &srq->vsrq.srq_num);
+    if (err) {
+      ibemu_core_destroy_srq(srq->core);
+      free(srq);
+      errno = err;
+      return NULL;
+    }
+    srq->vsrq.srq_type = IBV_SRQT_XRC;
+    srq->vsrq.xrcd = &xrcd->vxrcd;
+    srq->vsrq.cq = attr->cq;
+  }
+  struct ibv_srq* s = &srq->vsrq.srq;
+  s->context = c;
+  s->srq_context = attr->srq_context;
+  s->pd = attr->pd;
+  s->handle = srq->vsrq.srq_num;
+  s->events_completed = 0;
+  pthread_mutex_init(&s->mutex, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  return s;
+}
+
+static int ibemu_get_srq_num(struct ibv_srq* srq, uint32_t* srq_num) {
+  struct ibemu_srq* s = (struct ibemu_srq*)srq;
+  if (s->vsrq.srq_type != IBV_SRQT_XRC) return EINVAL;
+  *srq_num = s->vsrq.srq_num;
+  return 0;
+}
+
+/* ibv_open_xrcd: processes that pass the same file share the domain (the
+ * daemon keys it by device and inode); no file, a private domain. */
+static struct ibv_xrcd* ibemu_open_xrcd(struct ibv_context* c, struct ibv_xrcd_init_attr* attr) {
+  char file[64] = "";
+  uint32_t id;
+  struct ibemu_xrcd* xrcd;
+  int err;
+  if (!(attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) ||
+      !(attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) || (attr->oflags & ~(O_CREAT | O_EXCL))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (attr->fd >= 0) {
+    struct stat st;
+    if (fstat(attr->fd, &st) != 0) return NULL;
+    snprintf(file, sizeof(file), "%llx:%llx", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+  } else if (!(attr->oflags & O_CREAT)) {
+    errno = EINVAL; /* a private domain can only be created */
+    return NULL;
+  }
+  err = ibemu_core_open_xrcd(to_ctx(c)->core, file, attr->oflags & O_CREAT, attr->oflags & O_EXCL,
+                             &id);
+  if (err) {
+    errno = err;
+    return NULL;
+  }
+  xrcd = calloc(1, sizeof(*xrcd));
+  if (!xrcd) {
+    ibemu_core_close_xrcd(to_ctx(c)->core, id);
+    errno = ENOMEM;
+    return NULL;
+  }
+  xrcd->id = id;
+  xrcd->vxrcd.handle = id;
+  xrcd->vxrcd.xrcd.context = c;
+  return &xrcd->vxrcd.xrcd;
+}
+
+static int ibemu_close_xrcd(struct ibv_xrcd* x) {
+  struct ibemu_xrcd* xrcd = (struct ibemu_xrcd*)x;
+  int err = ibemu_core_close_xrcd(to_ctx(x->context)->core, xrcd->id);
+  if (err) return err;
+  free(xrcd);
+  return 0;
 }
 
 static int ibemu_destroy_srq(struct ibv_srq* srq) {
@@ -284,10 +393,19 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   struct ibemu_qp* qp;
   uint32_t qpn;
   int err;
-  const uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const uint32_t supported =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD;
   bool qp_ex = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  if (!attr->pd || (attr->comp_mask & ~supported)) {
-    errno = attr->pd ? EOPNOTSUPP : EINVAL;
+  /* An XRC receive QP names an XRC domain instead of a PD (IBA annex A14). */
+  const bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV;
+  struct ibemu_xrcd* xrcd =
+      (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? (struct ibemu_xrcd*)attr->xrcd : NULL;
+  if (attr->comp_mask & ~supported) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (xrc_recv ? !xrcd : !attr->pd) {
+    errno = EINVAL;
     return NULL;
   }
   if (qp_ex && (err = ibemu_qp_ex_check(attr))) {
@@ -299,11 +417,11 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
     errno = ENOMEM;
     return NULL;
   }
-  qp->core =
-      ibemu_core_create_qp(to_ctx(c)->core, &qp->vqp.qp, attr, to_pd(attr->pd)->id,
-                           attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
-                           attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL,
-                           attr->srq ? ((struct ibemu_srq*)attr->srq)->core : NULL, &qpn, &err);
+  qp->core = ibemu_core_create_qp(
+      to_ctx(c)->core, &qp->vqp.qp, attr, xrc_recv ? 0 : to_pd(attr->pd)->id,
+      attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
+      attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL,
+      attr->srq ? ((struct ibemu_srq*)attr->srq)->core : NULL, xrc_recv ? xrcd->id : 0, &qpn, &err);
   if (!qp->core) {
     free(qp);
     errno = err;
@@ -318,7 +436,11 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   struct ibv_qp* q = &qp->vqp.qp;
   q->context = c;
   q->qp_context = attr->qp_context;
-  q->pd = attr->pd;
+  q->pd = xrc_recv ? NULL : attr->pd;
+  if (xrcd) {
+    qp->vqp.xrcd = &xrcd->vxrcd;
+    qp->vqp.comp_mask |= VERBS_QP_XRCD;
+  }
   q->send_cq = attr->send_cq;
   q->recv_cq = attr->recv_cq;
   q->srq = attr->srq;
@@ -407,7 +529,9 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .create_cq_ex = ibemu_create_cq_ex,
     .create_qp = ibemu_create_qp,
     .create_qp_ex = ibemu_create_qp_ex,
+    .close_xrcd = ibemu_close_xrcd,
     .create_srq = ibemu_create_srq,
+    .create_srq_ex = ibemu_create_srq_ex,
     .dealloc_mw = ibemu_dealloc_mw,
     .dealloc_pd = ibemu_dealloc_pd,
     .dereg_mr = ibemu_dereg_mr,
@@ -417,8 +541,10 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .destroy_srq = ibemu_destroy_srq,
     .detach_mcast = ibemu_detach_mcast,
     .free_context = ibemu_free_context,
+    .get_srq_num = ibemu_get_srq_num,
     .modify_qp = ibemu_modify_qp,
     .modify_srq = ibemu_modify_srq,
+    .open_xrcd = ibemu_open_xrcd,
     .poll_cq = ibemu_poll_cq,
     .post_recv = ibemu_post_recv,
     .post_send = ibemu_post_send,

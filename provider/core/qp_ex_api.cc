@@ -101,6 +101,7 @@ uint64_t ibemu_core_wr_ops_supported(ibv_qp_type qp_type) {
                               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
   switch (qp_type) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND:
       return kRcOps;
     case IBV_QPT_UC:
       return kUcOps;
@@ -181,6 +182,10 @@ void ibemu_core_wr_set_ud_addr(ibemu_core_wr_builder* b, const ibemu_ah* ah, uin
   w->av = provider::to_av(ah->attr);
   w->remote_qpn = remote_qpn & 0xffffff;
   w->remote_qkey = remote_qkey;
+}
+
+void ibemu_core_wr_set_xrc_srqn(ibemu_core_wr_builder* b, uint32_t remote_srqn) {
+  if (SendWqe* w = current(b)) w->remote_srqn = remote_srqn & 0xffffff;
 }
 
 void ibemu_core_wr_set_inline(ibemu_core_wr_builder* b, const ibv_data_buf* bufs, size_t num_buf) {

@@ -43,7 +43,9 @@ struct ibemu_core_cq {
 struct ibemu_core_srq {
   ibemu_core_context* owner = nullptr;
   std::unique_ptr<SharedReceiveQueue> srq;
-  std::atomic<int> users{0};  // QPs attached: destroy is refused while > 0
+  std::atomic<int> users{0};    // QPs attached: destroy is refused while > 0
+  ibemu_core_cq* cq = nullptr;  // XRC SRQs: where their completions go
+  uint32_t srqn = 0;            // XRC SRQs: their number, 0 otherwise
 };
 
 struct ibemu_core_qp {
@@ -152,7 +154,7 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.max_mw = DeviceLimits::kMaxMw;
   a.max_sge = DeviceLimits::kMaxSge;
   a.max_sge_rd = DeviceLimits::kMaxSge;
@@ -350,7 +352,7 @@ int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
 
 ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_init_attr_ex* attr,
                                     uint32_t pd, ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq,
-                                    ibemu_core_srq* srq, uint32_t* qpn, int* err) {
+                                    ibemu_core_srq* srq, uint32_t xrcd, uint32_t* qpn, int* err) {
   *err = 0;
   QpType type;
   switch (attr->qp_type) {
@@ -363,14 +365,26 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
     case IBV_QPT_UD:
       type = QpType::kUd;
       break;
+    case IBV_QPT_XRC_SEND:
+      type = QpType::kXrcSend;
+      break;
+    case IBV_QPT_XRC_RECV:
+      type = QpType::kXrcRecv;
+      break;
     default:
       *err = EOPNOTSUPP;
-      return nullptr;  // XRC: not offered by this HCA yet
+      return nullptr;
   }
   // An SRQ feeds RC, UC and UD QPs alike here (IBA 10.2.9.5 names RC, UC,
   // UD and RD; ConnectX offers it on all three).
   if (attr->srq && !srq) *err = EINVAL;
-  if (!send_cq || !recv_cq) *err = EINVAL;
+  // IBA annex A14: an XRC send QP has a send CQ only; an XRC receive QP has
+  // no CQ, PD or receive queue but an XRC domain.
+  if (type == QpType::kXrcRecv) {
+    if (!xrcd) *err = EINVAL;
+  } else if (!send_cq || (!recv_cq && type != QpType::kXrcSend)) {
+    *err = EINVAL;
+  }
   ibv_qp_cap& cap = attr->cap;
   if (cap.max_send_wr > DeviceLimits::kMaxQpWr || cap.max_recv_wr > DeviceLimits::kMaxQpWr ||
       cap.max_send_sge > DeviceLimits::kMaxSge || cap.max_recv_sge > DeviceLimits::kMaxSge ||
@@ -399,8 +413,9 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->init.type = type;
   q->init.qpn = reply["qpn"].get<uint32_t>();
   q->init.pd = pd;
-  q->init.send_cq = send_cq->cq.get();
-  q->init.recv_cq = recv_cq->cq.get();
+  q->init.send_cq = send_cq ? send_cq->cq.get() : nullptr;
+  q->init.recv_cq = recv_cq ? recv_cq->cq.get() : nullptr;
+  q->init.xrcd = xrcd;
   q->init.max_send_wr = cap.max_send_wr;
   q->init.max_recv_wr = cap.max_recv_wr;
   q->init.max_send_sge = cap.max_send_sge;
@@ -417,8 +432,8 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->qp = c->ctx.engine().create_qp(q->init, [ctx, ibqp](uint32_t, QpEvent ev) {
     ctx->post_async_event(reinterpret_cast<uintptr_t>(ibqp), static_cast<uint32_t>(ev));
   });
-  send_cq->users++;
-  recv_cq->users++;
+  if (send_cq) send_cq->users++;
+  if (recv_cq) recv_cq->users++;
   *qpn = q->init.qpn;
   return q;
 }
@@ -429,10 +444,11 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
   Json reply;
   c->ctx.daemon().request(
       {{"op", "destroy_qp"}, {"device", c->ctx.device_index()}, {"qpn", q->init.qpn}}, &reply);
-  q->send_cq->cq->purge_qp(q->init.qpn);
-  q->recv_cq->cq->purge_qp(q->init.qpn);
-  q->send_cq->users--;
-  q->recv_cq->users--;
+  for (ibemu_core_cq* cq : {q->send_cq, q->recv_cq})
+    if (cq) {
+      cq->cq->purge_qp(q->init.qpn);
+      cq->users--;
+    }
   if (q->srq) q->srq->users--;
   delete q;
   return 0;
@@ -503,8 +519,54 @@ ibemu_core_srq* ibemu_core_create_srq(ibemu_core_context* c, ibv_srq* ibsrq, ibv
 
 int ibemu_core_destroy_srq(ibemu_core_srq* s) {
   if (s->users > 0) return EBUSY;
+  if (s->srqn) {
+    provider::ProviderContext& ctx = s->owner->ctx;
+    ctx.engine().srqs().remove(s->srqn);
+    Json reply;
+    ctx.daemon().request({{"op", "free_srqn"}, {"device", ctx.device_index()}, {"srqn", s->srqn}},
+                         &reply);
+    s->cq->users--;
+  }
   delete s;
   return 0;
+}
+
+int ibemu_core_make_xrc_srq(ibemu_core_srq* s, uint32_t xrcd, uint32_t pd, ibemu_core_cq* cq,
+                            uint32_t* srqn) {
+  provider::ProviderContext& ctx = s->owner->ctx;
+  Json reply;
+  if (ctx.daemon().request({{"op", "alloc_srqn"}, {"device", ctx.device_index()}}, &reply) ||
+      !reply.value("ok", false))
+    return reply.value("errno", EIO);
+  s->srqn = reply["srqn"].get<uint32_t>();
+  s->cq = cq;
+  cq->users++;
+  s->srq->set_xrc(XrcBinding{s->srqn, xrcd, pd, cq->cq.get()});
+  ctx.engine().srqs().add(s->srqn, s->srq.get());
+  *srqn = s->srqn;
+  return 0;
+}
+
+int ibemu_core_open_xrcd(ibemu_core_context* c, const char* file, int create, int exclusive,
+                         uint32_t* xrcd) {
+  Json reply;
+  Json req = {{"op", "open_xrcd"},
+              {"device", c->ctx.device_index()},
+              {"file", file},
+              {"create", create != 0},
+              {"exclusive", exclusive != 0}};
+  if (int err = c->ctx.daemon().request(req, &reply)) return err;
+  if (!reply.value("ok", false)) return reply.value("errno", EIO);
+  *xrcd = reply["xrcd"].get<uint32_t>();
+  return 0;
+}
+
+int ibemu_core_close_xrcd(ibemu_core_context* c, uint32_t xrcd) {
+  Json reply;
+  if (int err = c->ctx.daemon().request(
+          {{"op", "close_xrcd"}, {"device", c->ctx.device_index()}, {"xrcd", xrcd}}, &reply))
+    return err;
+  return reply.value("ok", false) ? 0 : reply.value("errno", EINVAL);
 }
 
 int ibemu_core_modify_srq(ibemu_core_srq* s, const ibv_srq_attr* attr, int mask) {
@@ -621,7 +683,8 @@ int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_att
 
 int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   const bool datagram = q->init.type == QpType::kUd;
-  auto convert = [datagram](const ibv_send_wr& wr, SendWqe& w) {
+  const bool xrc = q->init.type == QpType::kXrcSend;
+  auto convert = [datagram, xrc](const ibv_send_wr& wr, SendWqe& w) {
     w.wr_id = wr.wr_id;
     w.opcode = static_cast<WrOpcode>(wr.opcode);
     w.flags = wr.send_flags;
@@ -637,6 +700,7 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.remote_qpn = wr.wr.ud.remote_qpn & 0xffffff;
       w.remote_qkey = wr.wr.ud.remote_qkey;
     }
+    if (xrc) w.remote_srqn = wr.qp_type.xrc.remote_srqn & 0xffffff;
     if (wr.opcode == IBV_WR_BIND_MW) {
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
       // A WR without a window names none: the bind fails with MW_BIND_ERR.

@@ -29,6 +29,10 @@ int index_of(QpType t) {
 TransitionRule transition_rule(QpType type, QpState from, QpState to) {
   const int t = index_of(type);
   const bool rc = t == 0, uc = t == 1, ud = t == 2;
+  // XRC (IBA annex A14, as Linux's qp_state_table has it): a send QP has no
+  // responder, so RTR does not ask for its responder's attributes; a receive
+  // QP has no requester, so RTS asks only for the timeout and the SQ PSN.
+  const bool xrc_send = type == QpType::kXrcSend, xrc_recv = type == QpType::kXrcRecv;
   using S = QpState;
   // Any state may go to RESET or ERR with no other attribute (IBA 10.3.1).
   if (to == S::kReset || to == S::kErr) {
@@ -44,8 +48,10 @@ TransitionRule transition_rule(QpType type, QpState from, QpState to) {
       if (to == S::kRtr) {
         if (ud) return {true, 0, kQpPkeyIndex | kQpQkey};
         uint32_t req = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
-        if (rc) req |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
-        return {true, req, kQpAltPath | kQpAccessFlags | kQpPkeyIndex};
+        if (rc && !xrc_send) req |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+        uint32_t opt = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+        if (xrc_send) opt |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+        return {true, req, opt};
       }
       break;
     case S::kRtr:
@@ -53,8 +59,11 @@ TransitionRule transition_rule(QpType type, QpState from, QpState to) {
         if (ud) return {true, kQpSqPsn, kQpCurState | kQpQkey};
         if (uc)
           return {true, kQpSqPsn, kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState};
-        return {true, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
-                kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState};
+        const uint32_t opt =
+            kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState;
+        if (xrc_recv)
+          return {true, kQpSqPsn | kQpTimeout, opt | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic};
+        return {true, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic, opt};
       }
       break;
     case S::kRts:
