@@ -635,6 +635,7 @@ int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   attr.timeout = a->timeout;
   attr.retry_cnt = a->retry_cnt;
   attr.rnr_retry = a->rnr_retry;
+  attr.en_sqd_async_notify = a->en_sqd_async_notify;
   if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) return EINVAL;
   if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > q->owner->ctx.num_ports()))
     return EINVAL;

@@ -452,6 +452,35 @@ TEST(RcProtocol, GivenSqdExpectWrsInFlightFinishedAndNewOnesHeldUntilRts) {
   m2.expect_delivered();
 }
 
+TEST(RcProtocol, GivenSqdWithAsyncNotifyExpectSqDrainedOnceWhenTheLastMessageCompletes) {
+  EnginePair pair;
+  Message m(pair.a, pair.b, 3 * 4096, 123);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+  QpAttr a;
+  a.qp_state = QpState::kSqd;
+  a.en_sqd_async_notify = true;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState | kQpEnSqdAsyncNotify), 0);
+  EXPECT_TRUE(pair.a.qp->query().sq_draining) << "the SEND is not acknowledged yet";
+  EXPECT_TRUE(pair.a.events.empty());
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+  pair.run_for(2ms);
+  EXPECT_EQ(pair.a.events, std::vector<QpEvent>{QpEvent::kSqDrained});
+  EXPECT_FALSE(pair.a.qp->query().sq_draining);
+  // Back to RTS and into SQD again with nothing in flight: drained at once.
+  a.qp_state = QpState::kRts;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState), 0);
+  a.qp_state = QpState::kSqd;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState | kQpEnSqdAsyncNotify), 0);
+  EXPECT_EQ(pair.a.events.size(), 2u);
+  // Without asking for it, no event.
+  a.qp_state = QpState::kRts;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState), 0);
+  a.qp_state = QpState::kSqd;
+  ASSERT_EQ(pair.a.qp->modify(a, kQpState), 0);
+  EXPECT_EQ(pair.a.events.size(), 2u);
+}
+
 // --- reuse after an error ---
 
 TEST(RcProtocol, GivenQpsResetAndReconnectedAfterAnErrorExpectACleanNewConnection) {

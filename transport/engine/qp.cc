@@ -103,6 +103,11 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
     flush_recv_queue();
     last_wqe_reached();
   }
+  if (to == QpState::kSqd && from == QpState::kRts) {
+    sq_drained_event_ = (mask & kQpEnSqdAsyncNotify) && a.en_sqd_async_notify;
+    check_sq_drained();
+  }
+  if (to != QpState::kSqd) sq_drained_event_ = false;
   if (to == QpState::kRts) requester_pump();  // SQD → RTS resumes sending
   return 0;
 }
@@ -110,7 +115,7 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
 QpAttr Qp::query() noexcept {
   std::lock_guard lock(mutex_);
   QpAttr a = attr_;
-  a.sq_draining = false;
+  a.sq_draining = attr_.qp_state == QpState::kSqd && !sq_drained();
   return a;
 }
 
@@ -327,6 +332,20 @@ void Qp::recv_done() noexcept {
 // further WQE from it; the consumer learns so before it destroys the QP.
 void Qp::last_wqe_reached() noexcept {
   if (init_.srq && env_.on_event) env_.on_event(init_.qpn, QpEvent::kLastWqeReached);
+}
+
+// IBA 10.3.1.4: in SQD the messages already begun are finished; the send
+// queue is drained when none is left outstanding.
+bool Qp::sq_drained() const noexcept {
+  return (sq_.empty() || !sq_.at(sq_.head()).started) && req_.cursor_offset == 0;
+}
+
+// The consumer that asked for it hears once that the drain is over
+// (IBV_EVENT_SQ_DRAINED, IBA 11.6.3.2).
+void Qp::check_sq_drained() noexcept {
+  if (!sq_drained_event_ || attr_.qp_state != QpState::kSqd || !sq_drained()) return;
+  sq_drained_event_ = false;
+  if (env_.on_event) env_.on_event(init_.qpn, QpEvent::kSqDrained);
 }
 
 void Qp::enter_error() noexcept {

@@ -87,6 +87,9 @@ class Qp {
   // qp.cc
   void enter_error() noexcept;  // → ERR, flush both queues
   void last_wqe_reached() noexcept;
+  /// In SQD: whether the messages begun before are all done.
+  bool sq_drained() const noexcept;
+  void check_sq_drained() noexcept;
   void on_cq_overrun() noexcept;
   void flush_send_queue() noexcept;
   void flush_recv_queue() noexcept;
@@ -199,6 +202,8 @@ class Qp {
     bool srq_wqe_held = false;  // the message in progress holds srq_wqe
     RecvWqe srq_wqe;
   } resp_;
+
+  bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
 
   uint8_t tx_buf_[wire::kMaxPacket];
 };

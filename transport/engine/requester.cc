@@ -249,6 +249,12 @@ void Qp::requester_execute_local(SendWqe& wqe) noexcept {
 }
 
 void Qp::requester_pump() noexcept {
+  // Every path that completes send WQEs ends here: the place to see an SQD
+  // drain finish, whichever way the pump returns.
+  struct DrainCheck {
+    Qp* qp;
+    ~DrainCheck() { qp->check_sq_drained(); }
+  } drain_check{this};
   if (!sq_can_send() || comp_.rnr_wait_until) return;
   bool sent = false;
   while (req_.cursor < sq_.tail() && req_.unacked < kMaxUnackedPackets) {

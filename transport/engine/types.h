@@ -151,6 +151,7 @@ struct QpAttr {
   AddressVector ah;
   uint16_t pkey_index = 0;
   bool sq_draining = false;
+  bool en_sqd_async_notify = false;  // RTS → SQD: raise SQ_DRAINED when drained
   uint8_t max_rd_atomic = 0;
   uint8_t max_dest_rd_atomic = 0;
   uint8_t min_rnr_timer = 0;

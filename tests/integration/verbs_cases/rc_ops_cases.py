@@ -359,3 +359,20 @@ def test_cq_overrun_raises_cq_error_and_qp_fatal():
         ev.ack()
     assert events == {e.IBV_EVENT_CQ_ERR, e.IBV_EVENT_QP_FATAL}
     assert qp_state(b) == e.IBV_QPS_ERR
+
+
+def test_sqd_with_async_notify_raises_sq_drained(pair):
+    """IBA 10.3.1.4 / 11.6.3.2: RTS -> SQD with en_sqd_async_notify; once the
+    messages in flight are done the QP reports IBV_EVENT_SQ_DRAINED."""
+    a, b = pair
+    b.post_recv()
+    a.post(e.IBV_WR_SEND, 8192)
+    attr = QPAttr(qp_state=e.IBV_QPS_SQD)
+    attr.en_sqd_async_notify = 1
+    a.qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    event = a.ctx.get_async_event()
+    assert event.event_type == e.IBV_EVENT_SQ_DRAINED
+    event.ack()
+    assert poll_wcs(a.cq)[0].status == e.IBV_WC_SUCCESS
+    assert qp_state(a) == e.IBV_QPS_SQD
+    assert a.qp.query(e.IBV_QP_STATE)[0].sq_draining == 0
