@@ -393,14 +393,17 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   struct ibemu_qp* qp;
   uint32_t qpn;
   int err;
-  const uint32_t supported =
-      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD;
+  const uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                             IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   bool qp_ex = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   /* An XRC receive QP names an XRC domain instead of a PD (IBA annex A14). */
   const bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV;
   struct ibemu_xrcd* xrcd =
       (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? (struct ibemu_xrcd*)attr->xrcd : NULL;
-  if (attr->comp_mask & ~supported) {
+  /* Creation flags (scatter FCS, CVLAN stripping, ...) are for Ethernet
+   * and offloads this HCA does not have: only "none" is accepted. */
+  if ((attr->comp_mask & ~supported) ||
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
     errno = EOPNOTSUPP;
     return NULL;
   }
