@@ -98,6 +98,20 @@ def stack_dump(proc):
     return f"--- stacks of pid {proc.pid}:\n{r.stdout[-6000:]}\n"
 
 
+def pingpong_pair(fabric, tool, args, done=r"\d+ iters in"):
+    """Runs one of rdma-core's example programs as server on ibemu0 and
+    client on ibemu1 (a free TCP port each time); both must exit 0 and print
+    `done` (a regular expression). Returns (server_output, client_output)."""
+    port = free_tcp_port()
+    base = [tool, "-p", str(port), *args]
+    server, client = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
+                              port)
+    for name, (rc, out) in (("server", server), ("client", client)):
+        assert rc == 0, f"{tool} {name} failed ({rc}):\n{out}\n{fabric.logs()}"
+        assert re.search(done, out), out
+    return server[1], client[1]
+
+
 VERBS_CASES = Path(__file__).parent / "verbs_cases"
 
 

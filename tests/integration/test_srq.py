@@ -2,28 +2,17 @@
 SRQ, with and without a GRH, events, large messages), perftest's SEND
 bandwidth with --use-srq, and pyverbs cases for the SRQ limit and last-WQE
 events and the SRQ verbs' errors (verbs_cases/srq_cases.py)."""
-import re
-from pathlib import Path
-
 import pytest
 
-from conftest import free_tcp_port, run_pair, run_verbs_cases
+from conftest import pingpong_pair, run_verbs_cases
 from test_perftest import check_table, perftest, wait_fabric_idle
-
-HERE = Path(__file__).parent
 
 
 @pytest.mark.parametrize("args", [["-n", "500"], ["-q", "4", "-e", "-n", "200"],
                                   ["-g", "0", "-s", "65536", "-n", "100"]],
                          ids=["default", "four-qps-events", "grh-64k"])
 def test_srq_pingpong(fabric, args):
-    port = free_tcp_port()
-    base = ["ibv_srq_pingpong", "-p", str(port), *args]
-    server, client = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
-                              port)
-    for name, (rc, out) in (("server", server), ("client", client)):
-        assert rc == 0, f"{name} failed ({rc}):\n{out}\n{fabric.logs()}"
-        assert re.search(r"\d+ iters in", out), out
+    pingpong_pair(fabric, "ibv_srq_pingpong", args)
 
 
 @pytest.mark.parametrize("qps", ["1", "4"])

@@ -8,33 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_tcp_port, run_pair, run_verbs_cases
+from conftest import free_tcp_port, pingpong_pair, run_verbs_cases
 from test_perftest import check_table, perftest, wait_fabric_idle
 
 HERE = Path(__file__).parent
 
 
-def ud_pingpong(fabric, *extra):
-    port = free_tcp_port()
-    base = ["ibv_ud_pingpong", "-p", str(port), *extra]
-    server, client = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
-                              port)
-    for name, (rc, out) in (("server", server), ("client", client)):
-        assert rc == 0, f"{name} failed ({rc}):\n{out}\n{fabric.logs()}"
-        assert re.search(r"\d+ iters in", out), out
-    return server[1], client[1]
-
-
 @pytest.mark.parametrize("size", [1, 1024, 2048, 4096])
 @pytest.mark.parametrize("grh", [False, True], ids=["lid", "grh"])
 def test_ud_pingpong(fabric, size, grh):
-    server, client = ud_pingpong(fabric, "-s", str(size), "-n", "300", *(["-g", "0"] if grh else []))
+    server, _ = pingpong_pair(fabric, "ibv_ud_pingpong",
+                              ["-s", str(size), "-n", "300", *(["-g", "0"] if grh else [])])
     if grh:
         assert "GID fe80:" in server or re.search(r"GID [0-9a-f:]+[1-9a-f]", server), server
 
 
 def test_ud_pingpong_events(fabric):
-    ud_pingpong(fabric, "-e", "-n", "300")
+    pingpong_pair(fabric, "ibv_ud_pingpong", ["-e", "-n", "300"])
 
 
 def test_ud_pingpong_larger_than_the_mtu_fails_cleanly(fabric):

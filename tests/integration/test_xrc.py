@@ -5,20 +5,14 @@ domain sharing, SRQ numbers and the requests a receive QP refuses
 (verbs_cases/xrc_cases.py)."""
 import pytest
 
-from conftest import free_tcp_port, run_pair, run_verbs_cases
+from conftest import pingpong_pair, run_verbs_cases
 
 
 @pytest.mark.parametrize("args", [["-n", "100"], ["-g", "0", "-s", "4096", "-n", "100"],
                                   ["-m", "256", "-s", "10000", "-n", "50"], ["-e", "-n", "50"]],
                          ids=["default", "grh", "mtu256-10k", "events"])
 def test_xsrq_pingpong(fabric, args):
-    port = free_tcp_port()
-    base = ["ibv_xsrq_pingpong", "-p", str(port), *args]
-    server, client = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
-                              port)
-    for name, (rc, out) in (("server", server), ("client", client)):
-        assert rc == 0, f"{name} failed ({rc}):\n{out}\n{fabric.logs()}"
-        assert "success" in out, out
+    pingpong_pair(fabric, "ibv_xsrq_pingpong", args, done="success")
 
 
 def test_pyverbs_xrc_cases(fabric):
