@@ -1,15 +1,14 @@
 #include "emulator-daemon/daemon.h"
 
-#include "transport/wire/lrh.h"
-
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "common/hex.h"
 #include "common/log.h"
+#include "transport/wire/lrh.h"
 
 namespace ibemu {
 
@@ -19,33 +18,6 @@ Json error_reply(int err, const std::string& message) {
 
 namespace {
 Json ok_reply() { return {{"ok", true}}; }
-
-std::string hex(const uint8_t* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = digits[p[i] >> 4];
-    s[2 * i + 1] = digits[p[i] & 15];
-  }
-  return s;
-}
-
-bool unhex(const std::string& s, std::vector<uint8_t>* out) {
-  if (s.size() % 2) return false;
-  auto nib = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  out->clear();
-  for (size_t i = 0; i < s.size(); i += 2) {
-    int hi = nib(s[i]), lo = nib(s[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<uint8_t>(hi << 4 | lo));
-  }
-  return true;
-}
 
 const char* state_word(PortState s) {
   switch (s) {
@@ -321,7 +293,7 @@ Json Daemon::do_mcast(SessionInfo& s, const Json& req, bool attach) {
   const uint32_t qpn = req.at("qpn").get<uint32_t>();
   const uint16_t mlid = req.at("mlid").get<uint16_t>();
   std::vector<uint8_t> raw;
-  if (!unhex(req.at("mgid").get<std::string>(), &raw) || raw.size() != 16)
+  if (!from_hex(req.at("mgid").get<std::string>(), &raw) || raw.size() != 16)
     return error_reply(EINVAL, "mgid is not 16 hex bytes");
   if (!wire::is_multicast_lid(mlid)) return error_reply(EINVAL, "not a multicast LID");
   if (qps_.owner(d, qpn) != s.id) return error_reply(ENOENT, "no such QP");
@@ -404,11 +376,12 @@ Json Daemon::do_smp(const Json& req) {
   int p = req.at("port").get<int>();
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
   std::vector<uint8_t> mad;
-  if (!unhex(req.at("mad").get<std::string>(), &mad)) return error_reply(EINVAL, "mad is not hex");
+  if (!from_hex(req.at("mad").get<std::string>(), &mad))
+    return error_reply(EINVAL, "mad is not hex");
   auto resp = subnet_.process_smp(PortRef{d, p}, mad.data(), mad.size());
   if (!resp) return error_reply(ETIMEDOUT, "SMP dropped");
   Json reply = ok_reply();
-  reply["mad"] = hex(resp->data(), resp->size());
+  reply["mad"] = to_hex(resp->data(), resp->size());
   return reply;
 }
 

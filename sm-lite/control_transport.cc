@@ -1,32 +1,19 @@
 #include "sm-lite/control_transport.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "common/hex.h"
+
 namespace ibemu::sm {
 
-std::string mad_to_hex(const MadBytes& mad) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(mad.size() * 2);
-  for (uint8_t b : mad) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
+std::string mad_to_hex(const MadBytes& mad) { return to_hex(mad.data(), mad.size()); }
 
 std::optional<MadBytes> mad_from_hex(const std::string& hex) {
-  if (hex.size() != 512) return std::nullopt;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
+  std::vector<uint8_t> bytes;
   MadBytes out{};
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out[i] = uint8_t(hi << 4 | lo);
-  }
+  if (!from_hex(hex, &bytes) || bytes.size() != out.size()) return std::nullopt;
+  std::copy(bytes.begin(), bytes.end(), out.begin());
   return out;
 }
 

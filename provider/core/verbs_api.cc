@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/hex.h"
 #include "provider/core/core_internal.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
@@ -463,14 +464,12 @@ static int change_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid, bool
   if (int err = attach ? engine.attach_mcast(q->init.qpn, mgid, lid)
                        : engine.detach_mcast(q->init.qpn, mgid, lid))
     return err == ENOENT ? EINVAL : err;
-  char hex[33];
-  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", mgid[i]);
   Json reply;
   const int rc = q->owner->ctx.daemon().request({{"op", attach ? "mcast_attach" : "mcast_detach"},
                                                  {"device", q->owner->ctx.device_index()},
                                                  {"qpn", q->init.qpn},
                                                  {"mlid", lid},
-                                                 {"mgid", hex}},
+                                                 {"mgid", to_hex(mgid.data(), 16)}},
                                                 &reply);
   if (rc == 0 && reply.value("ok", false)) return 0;
   // Undo the local half so both agree.
