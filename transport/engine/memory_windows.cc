@@ -62,8 +62,7 @@ MrCheck MrTable::bind_window(const WindowBind& b, uint32_t pd, uint32_t qpn) {
   if (!(mr.access & kAccessMwBind)) return MrCheck::kNoAccess;
   if ((b.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(mr.access & kAccessLocalWrite))
     return MrCheck::kNoAccess;
-  if (b.addr < mr.iova || b.addr - mr.iova > mr.length || b.length > mr.length - (b.addr - mr.iova))
-    return MrCheck::kOutOfBounds;
+  if (!within(mr.iova, mr.length, b.addr, b.length)) return MrCheck::kOutOfBounds;
   unbind(mw);
   mw.rkey = b.new_rkey;
   mw.bound = true;
@@ -107,8 +106,7 @@ MrCheck MrTable::check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t
   if (mw.rkey != rkey || !mw.bound) return MrCheck::kBadKey;
   if (mw.pd != pd) return MrCheck::kBadPd;
   if (mw.type == 2 && mw.qpn != qpn) return MrCheck::kBadKey;  // type 2B: its own QP only
-  if (va < mw.va || va - mw.va > mw.length || len > mw.length - (va - mw.va))
-    return MrCheck::kOutOfBounds;
+  if (!within(mw.va, mw.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mw.access & need) != need) return MrCheck::kNoAccess;
   auto mr = regions_.find(mw.mr_key);
   if (mr == regions_.end()) return MrCheck::kBadKey;

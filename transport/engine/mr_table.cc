@@ -61,9 +61,7 @@ MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uin
   if (it == regions_.end()) return MrCheck::kBadKey;
   const MemoryRegion& mr = it->second;
   if (mr.pd != pd) return MrCheck::kBadPd;
-  // Overflow-safe bounds: va in [iova, iova+length) and len fits after it.
-  if (va < mr.iova || va - mr.iova > mr.length || len > mr.length - (va - mr.iova))
-    return MrCheck::kOutOfBounds;
+  if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mr.access & need) != need) return MrCheck::kNoAccess;
   *out = mr.addr + (va - mr.iova);
   return MrCheck::kOk;

@@ -42,6 +42,12 @@ struct MemoryWindow {
   uint32_t access = 0;
 };
 
+/// Whether [va, va+len) lies within [base, base+size), without overflow for
+/// any value (IBA 10.6.3.2 bounds; a zero-length access may sit at the end).
+inline bool within(uint64_t base, uint64_t size, uint64_t va, uint64_t len) {
+  return va >= base && va - base <= size && len <= size - (va - base);
+}
+
 /// Why a memory access was refused; the caller maps it to its WC status/NAK.
 enum class MrCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
 
