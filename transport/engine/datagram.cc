@@ -83,26 +83,21 @@ void Qp::datagram_receive(const wire::PacketView& pkt) noexcept {
   c.wr_id = wqe.wr_id;
   c.qp_num = init_.qpn;
   c.opcode = WcOpcode::kRecv;
-  if (uint64_t(n) + kGrhArea > wqe.length) {
-    c.status = WcStatus::kLocLenErr;
+  // A datagram the receive WQE cannot take fails that WQE and the QP.
+  auto fail = [&](WcStatus status) {
+    c.status = status;
     recv_done();
     push_recv_completion(c, true);
     enter_error();
-    return;
-  }
+  };
+  if (uint64_t(n) + kGrhArea > wqe.length) return fail(WcStatus::kLocLenErr);
   MrCheck placed = MrCheck::kOk;
   if (pkt.has_grh)
     placed = copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, 0, pkt.data + wire::Lrh::kSize,
                           kGrhArea);
   if (placed == MrCheck::kOk && n)
     placed = copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, kGrhArea, pkt.payload(), n);
-  if (placed != MrCheck::kOk) {
-    c.status = WcStatus::kLocProtErr;
-    recv_done();
-    push_recv_completion(c, true);
-    enter_error();
-    return;
-  }
+  if (placed != MrCheck::kOk) return fail(WcStatus::kLocProtErr);
   c.status = WcStatus::kSuccess;
   c.byte_len = n + kGrhArea;
   c.src_qp = deth.src_qp();
