@@ -43,12 +43,14 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       sysfs_(paths_.sysfs(), config_),
       state_page_(config_, subnet_),
       counters_(config_),
-      server_(io, paths_.socket(), *this) {}
+      server_(io, paths_.socket(), *this),
+      umad_(io, subnet_) {}
 
 Daemon::~Daemon() { stop(); }
 
 void Daemon::start() {
   sysfs_.create(subnet_);
+  umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
   server_.start();
   log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
@@ -59,6 +61,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   server_.stop();
+  umad_.stop();
   sysfs_.remove();
   if (on_stop_) on_stop_();
 }
@@ -196,6 +199,15 @@ Json Daemon::do_status() {
   reply["pid"] = getpid();
   reply["runtime_dir"] = paths_.dir;
   reply["subnet"] = subnet_.describe();
+  const MadRouterCounters& m = umad_.counters();
+  reply["mads"] = {{"umad_files", umad_.files()},
+                   {"sent", m.sent},
+                   {"delivered", m.delivered},
+                   {"unmatched_requests", m.unmatched_requests},
+                   {"unsolicited_responses", m.unsolicited_responses},
+                   {"unreachable", m.unreachable},
+                   {"malformed", m.malformed},
+                   {"timeouts", m.timeouts}};
   return reply;
 }
 

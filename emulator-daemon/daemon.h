@@ -15,6 +15,7 @@
 #include "emulator-daemon/state_page_publisher.h"
 #include "emulator-daemon/subnet.h"
 #include "emulator-daemon/sysfs_tree.h"
+#include "emulator-daemon/umad_service.h"
 #include "emulator-daemon/xrc_domains.h"
 
 namespace ibemu {
@@ -76,6 +77,7 @@ class Daemon : public RequestHandler {
   XrcDomains xrcds_;
   QpDirectory srqns_;  // XRC SRQ numbers: unique per device, like QP numbers
   ControlServer server_;
+  UmadService umad_;
   std::map<SessionId, Client> clients_;
   std::function<void()> on_stop_;
   bool stopped_ = false;

@@ -90,8 +90,18 @@ void SysfsTree::create(const Subnet& subnet) {
   // the provider matches on (provider/verbs_provider.c).
   must_write(root_ + "/class/infiniband_verbs/abi_version", "6\n");
   must_write(root_ + "/class/infiniband_mad/abi_version", "5\n");
+  int umad = 0;  // the kernel numbers umad files by port, in device order
   for (size_t d = 0; d < config_.devices.size(); ++d) {
     const DeviceConfig& dev = config_.devices[d];
+    for (int p = 1; p <= dev.ports; ++p, ++umad) {
+      // What libibumad reads to map "device, port" to /dev/infiniband/umadN
+      // (the socket UmadService binds there).
+      std::string dir = root_ + "/class/infiniband_mad/umad" + std::to_string(umad);
+      fs::create_directories(dir);
+      must_write(dir + "/ibdev", dev.name + "\n");
+      must_write(dir + "/port", std::to_string(p) + "\n");
+      must_write(dir + "/dev", "0:0\n");
+    }
     std::string uverbs = root_ + "/class/infiniband_verbs/uverbs" + std::to_string(d);
     fs::create_directories(uverbs);
     must_write(uverbs + "/ibdev", dev.name + "\n");

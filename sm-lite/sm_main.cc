@@ -3,7 +3,9 @@
 // watching it. One per runtime directory (an flock on its lock file).
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,7 +20,9 @@
 #include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "sm-lite/control_transport.h"
+#include "sm-lite/subnet_administrator.h"
 #include "sm-lite/subnet_manager.h"
+#include "sm-lite/umad_port.h"
 
 namespace {
 
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
 
   int dev_index = -1;
   int dev_ports = 0;
+  int ports_before = 0;  // CA ports of the devices listed before ours: the umad number
   std::string dev_name;
   for (const auto& d : reply["devices"]) {
     if (!d.is_object()) continue;
@@ -94,6 +99,7 @@ int main(int argc, char** argv) {
       dev_name = name;
       dev_ports = d.value("ports", 0);
     }
+    if (dev_index < 0) ports_before += d.value("ports", 0);
   }
   if (dev_index < 0) return fail(fmt::format("no device \"{}\"", device));
   if (port > dev_ports) return fail(fmt::format("{} has no port {}", dev_name, port));
@@ -110,6 +116,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
+  const int stop_fd = signalfd(-1, &stop, SFD_CLOEXEC);
 
   ibemu::sm::ControlTransport transport(client, dev_index, port);
   ibemu::sm::SubnetManager sm(transport, log_line);
@@ -118,16 +125,37 @@ int main(int argc, char** argv) {
     return fail(fmt::format("lost the daemon: {}", std::strerror(transport.last_errno())));
   if (once) return ok ? 0 : 1;
 
-  const auto period = std::chrono::duration<double>(interval);
+  // The SA answers on the SM's port, between sweeps.
+  ibemu::sm::SubnetAdministrator sa(sm);
+  ibemu::sm::UmadPort sa_port;
+  const std::string umad_socket =
+      fmt::format("{}/dev/infiniband/umad{}", paths.sysfs(), ports_before + port - 1);
+  if (int err = sa_port.open_sa(umad_socket))
+    log_line(fmt::format("no SA: cannot open {}: {}", umad_socket, std::strerror(err)));
+
+  using Clock = std::chrono::steady_clock;
+  const auto period =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
+  auto next_sweep = Clock::now() + period;
   for (;;) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    const int sig = sigtimedwait(&stop, nullptr, &ts);
-    if (sig == SIGTERM || sig == SIGINT) {
-      log_line(fmt::format("{}: exiting; ports keep their configuration", strsignal(sig)));
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_sweep - Clock::now());
+    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {sa_port.fd(), POLLIN, 0}};
+    poll(fds, sa_port.fd() >= 0 ? 2 : 1, std::max<int>(0, int(wait.count())));
+    signalfd_siginfo si{};
+    if ((fds[0].revents & POLLIN) && read(stop_fd, &si, sizeof si) == sizeof si) {
+      log_line(
+          fmt::format("{}: exiting; ports keep their configuration", strsignal(int(si.ssi_signo))));
       return 0;
     }
-    sm.poll();
+    while (auto req = sa_port.recv()) {
+      if (auto resp = sa.handle(req->mad.data(), req->mad.size(), req->slid))
+        sa_port.send(req->slid, req->sqpn, *resp);
+    }
+    if (Clock::now() >= next_sweep) {
+      sm.poll();
+      next_sweep = Clock::now() + period;
+    }
     if (transport.lost())
       return fail(fmt::format("lost the daemon: {}", std::strerror(transport.last_errno())));
   }

@@ -210,6 +210,16 @@ int cmd_status(const Options& o) {
       std::cout << fmt::format("  pid {:<8} contexts {:<3} QPs {}\n", p["pid"].get<int>(),
                                p["contexts"].get<int>(), p["qps"].get<int>());
   std::cout << fmt::format("QPs in use: {}\n", reply["qps"].get<int>());
+  if (reply.contains("mads")) {
+    const Json& m = reply["mads"];
+    std::cout << fmt::format(
+        "MADs (umad files {}): sent {}  delivered {}  timed out {}  unreachable {}  "
+        "unmatched requests {}  unsolicited responses {}  malformed {}\n",
+        m["umad_files"].get<uint64_t>(), m["sent"].get<uint64_t>(), m["delivered"].get<uint64_t>(),
+        m["timeouts"].get<uint64_t>(), m["unreachable"].get<uint64_t>(),
+        m["unmatched_requests"].get<uint64_t>(), m["unsolicited_responses"].get<uint64_t>(),
+        m["malformed"].get<uint64_t>());
+  }
   return 0;
 }
 

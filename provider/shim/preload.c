@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "ibemu_shim.h"
+#include "shim_umad.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -58,6 +59,7 @@
 /* Entry points that current headers no longer (or only under
  * _FORTIFY_SOURCE) declare but that binaries still import. */
 int __open_2(const char* path, int flags);
+ssize_t __read_chk(int fd, void* buf, size_t nbytes, size_t buflen);
 int __open64_2(const char* path, int flags);
 int __openat_2(int dirfd, const char* path, int flags);
 int __openat64_2(int dirfd, const char* path, int flags);
@@ -124,6 +126,9 @@ char* __realpath_chk(const char* path, char* resolved, size_t resolvedlen);
   X(listxattr)              \
   X(llistxattr)             \
   X(write)                  \
+  X(read)                   \
+  X(__read_chk)             \
+  X(ioctl)                  \
   X(close)                  \
   X(close_range)            \
   X(closefrom)              \
@@ -239,7 +244,7 @@ static const char k_dev_ib[] = "/dev/infiniband";
 #define K_SYS_LEN 4 /* "/sys": the tree under $IBEMU_SYSFS starts at class/ */
 #define DEV_NULL "/dev/null"
 
-enum map_kind { MAP_TREE, MAP_UVERBS };
+enum map_kind { MAP_TREE, MAP_UVERBS, MAP_UMAD };
 
 static inline int component_end(char c) { return c == '\0' || c == '/'; }
 
@@ -271,6 +276,28 @@ static int is_uverbs_name(const char* s) {
   return digits > 0 && *s == '\0';
 }
 
+/* "umad" followed by a decimal number and nothing else: its number or -1. */
+static long umad_index(const char* s) {
+  if (strncmp(s, "umad", 4) != 0) return -1;
+  s += 4;
+  long n = 0;
+  int digits = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (++digits > 5) return -1;
+    n = n * 10 + (*s - '0');
+  }
+  return digits > 0 && *s == '\0' ? n : -1;
+}
+
+int shim_umad_socket_path(unsigned index, char* buf) {
+  int n = snprintf(buf, PATH_MAX, "%s/dev/infiniband/umad%u", g_root, index);
+  if (n < 0 || n >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return 0;
+}
+
 /* Whether the fake tree has class/infiniband_verbs/<name>; buf is scratch. */
 static int uverbs_exists(const char* name, char* buf) {
   static const char dir[] = "/class/infiniband_verbs/";
@@ -290,6 +317,7 @@ static int uverbs_exists(const char* name, char* buf) {
  * (buf, or /dev/null for a uverbs node) or NULL with errno set. */
 static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind* kind) {
   const char* tail;
+  enum map_kind mapped = MAP_TREE;
   if (path[1] == 's') {
     tail = path + K_SYS_LEN;
   } else {
@@ -300,6 +328,9 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
       if (kind) *kind = MAP_UVERBS;
       return DEV_NULL;
     }
+    /* A umad node is the daemon's socket for that port: opening it
+     * connects (umad.c); every other call sees the socket itself. */
+    if (s[0] == '/' && umad_index(s + 1) >= 0) mapped = MAP_UMAD;
     tail = path;
   }
   size_t tail_len = strlen(tail);
@@ -309,7 +340,7 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
   }
   memcpy(buf, g_root, g_root_len);
   memcpy(buf + g_root_len, tail, tail_len + 1);
-  if (kind) *kind = MAP_TREE;
+  if (kind) *kind = mapped;
   return buf;
 }
 
@@ -333,10 +364,12 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
 
 /* Per-fd state: 0 = not ours; FD_UVERBS = an open /dev/infiniband/uverbsN;
  * FD_CHAN_WRITER = the write end the shim keeps for a completion channel;
- * FD_CHAN_READER | writer << 2 = a completion channel handed out. */
-#define FD_SLOTS 65536
-enum { FD_NONE = 0, FD_UVERBS = 1, FD_CHAN_WRITER = 2, FD_CHAN_READER = 3 };
-#define FD_KIND(v) ((v)&3u)
+ * FD_CHAN_READER | writer << 3 = a completion channel handed out;
+ * FD_UMAD = an open /dev/infiniband/umadN (umad.c). */
+#define FD_SLOTS SHIM_UMAD_FD_SLOTS
+enum { FD_NONE = 0, FD_UVERBS = 1, FD_CHAN_WRITER = 2, FD_CHAN_READER = 3, FD_UMAD = 4 };
+#define FD_KIND(v) ((v)&7u)
+#define FD_WRITER_SHIFT 3
 
 static _Atomic uint32_t g_fd_state[FD_SLOTS];
 static atomic_uint g_fd_limit; /* one above the highest fd ever tracked */
@@ -377,7 +410,7 @@ static void drop_channel_writer(int rfd, int wfd) {
  * ours. */
 static NOINLINE void fd_forget(int fd) {
   uint32_t v = atomic_exchange_explicit(&g_fd_state[fd], FD_NONE, memory_order_relaxed);
-  if (FD_KIND(v) == FD_CHAN_READER) drop_channel_writer(fd, (int)(v >> 2));
+  if (FD_KIND(v) == FD_CHAN_READER) drop_channel_writer(fd, (int)(v >> FD_WRITER_SHIFT));
 }
 
 static void fd_forget_range(unsigned first, unsigned last) {
@@ -386,15 +419,17 @@ static void fd_forget_range(unsigned first, unsigned last) {
     if (fd_state((int)fd) != FD_NONE) fd_forget((int)fd);
 }
 
-/* A new fd refers to the same open uverbs file as oldfd. */
+/* A new fd refers to the same open uverbs or umad file as oldfd. */
 static int fd_inherit(int oldfd, int newfd) {
-  if (newfd < 0 || fd_state(oldfd) != FD_UVERBS) return newfd;
+  const uint32_t state = fd_state(oldfd);
+  if (newfd < 0 || (state != FD_UVERBS && state != FD_UMAD)) return newfd;
   if ((unsigned)newfd >= FD_SLOTS) {
     REAL(close)(newfd);
     errno = EMFILE;
     return -1;
   }
-  fd_track(newfd, FD_UVERBS);
+  if (state == FD_UMAD) shim_umad_inherit(oldfd, newfd);
+  fd_track(newfd, state);
   return newfd;
 }
 
@@ -418,6 +453,11 @@ static NOINLINE int open_mapped(const char* path, int flags, mode_t mode) {
   enum map_kind kind;
   const char* p = map_path(path, buf, &kind);
   if (p == NULL) return -1;
+  if (kind == MAP_UMAD) {
+    int fd = shim_umad_open((unsigned)umad_index(strrchr(path, '/') + 1), flags);
+    if (fd >= 0) fd_track(fd, FD_UMAD);
+    return fd;
+  }
   /* p is absolute, so openat(AT_FDCWD) serves every variant. */
   int fd = REAL(openat)(AT_FDCWD, p, flags, mode);
   if (fd < 0 || kind != MAP_UVERBS) return fd;
@@ -629,7 +669,7 @@ static int create_comp_channel(void) {
     return -1;
   }
   fd_track(p[1], FD_CHAN_WRITER);
-  fd_track(p[0], FD_CHAN_READER | (uint32_t)p[1] << 2);
+  fd_track(p[0], FD_CHAN_READER | (uint32_t)p[1] << FD_WRITER_SHIFT);
   return p[0];
 }
 
@@ -679,8 +719,32 @@ static NOINLINE ssize_t uverbs_write(int fd, const void* buf, size_t count) {
 }
 
 EXPORT ssize_t write(int fd, const void* buf, size_t count) {
-  if (UNLIKELY(fd_state(fd) == FD_UVERBS)) return uverbs_write(fd, buf, count);
+  if (UNLIKELY(fd_state(fd) != FD_NONE)) {
+    if (fd_state(fd) == FD_UVERBS) return uverbs_write(fd, buf, count);
+    if (fd_state(fd) == FD_UMAD) return shim_umad_write(fd, buf, count);
+  }
   return REAL(write)(fd, buf, count);
+}
+
+EXPORT ssize_t read(int fd, void* buf, size_t count) {
+  if (UNLIKELY(fd_state(fd) == FD_UMAD)) return shim_umad_read(fd, buf, count);
+  return REAL(read)(fd, buf, count);
+}
+
+EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
+  if (UNLIKELY(fd_state(fd) == FD_UMAD) && count <= buflen) return shim_umad_read(fd, buf, count);
+  return REAL(__read_chk)(fd, buf, count, buflen);
+}
+
+/* The argument of every ioctl the shim answers is a pointer (or absent);
+ * for the others it is forwarded the way libc itself fetches it. */
+EXPORT int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  if (UNLIKELY(fd_state(fd) == FD_UMAD)) return shim_umad_ioctl(fd, request, arg);
+  return REAL(ioctl)(fd, request, arg);
 }
 
 /* ------------------------------------------------------------------------ */

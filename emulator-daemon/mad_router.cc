@@ -1,0 +1,253 @@
+#include "emulator-daemon/mad_router.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/mad/mad.h"
+
+namespace ibemu {
+
+namespace {
+constexpr uint32_t kQp1Qkey = 0x80010000;   // IBA 13.5.1: the GSI's well-known Q_Key
+constexpr uint32_t kMaxAgentsPerFile = 32;  // ib_umad's IB_UMAD_MAX_AGENTS
+constexpr uint8_t kMaxClassVersion = 8;     // ib_mad's MAX_MGMT_VERSION
+
+bool is_smp_class(uint8_t c) {
+  return c == uint8_t(mad::MgmtClass::kSubnLid) || c == uint8_t(mad::MgmtClass::kSubnDirected);
+}
+
+// What the MAD layer treats as a response (ib_response_mad): the R bit, and
+// TrapRepress, which answers a Trap.
+bool is_response(const uint8_t* m) {
+  return (m[3] & mad::kMethodResponseBit) || m[3] == uint8_t(mad::Method::kTrapRepress);
+}
+
+bool method_bit(const std::array<uint64_t, 2>& mask, uint8_t method) {
+  return method < 128 && (mask[method / 64] >> (method % 64)) & 1;
+}
+
+ib_user_mad_hdr header_of(const uint8_t* msg) {
+  ib_user_mad_hdr h;
+  std::memcpy(&h, msg, sizeof h);
+  return h;
+}
+}  // namespace
+
+MadRouter::MadRouter(Subnet& subnet, Deliver deliver)
+    : subnet_(subnet), deliver_(std::move(deliver)) {}
+
+int MadRouter::register_agent(UmadClientId client, PortRef port, const AgentRegistration& reg,
+                              uint32_t* id) {
+  if (reg.qpn > 1 || reg.class_version >= kMaxClassVersion) return EINVAL;
+  // A class of 0 registers an agent that only sends (and gets responses).
+  if (reg.mgmt_class != 0 && is_smp_class(reg.mgmt_class) != (reg.qpn == 0)) return EINVAL;
+  const bool serves = reg.method_mask[0] || reg.method_mask[1];
+  if (serves && reg.mgmt_class == 0) return EINVAL;
+  for (const Agent& a : agents_) {
+    // One server per port, class, version and method (ib_mad's method_in_use).
+    if (!serves || !(a.port == port) || a.reg.qpn != reg.qpn ||
+        a.reg.mgmt_class != reg.mgmt_class || a.reg.class_version != reg.class_version)
+      continue;
+    if ((a.reg.method_mask[0] & reg.method_mask[0]) || (a.reg.method_mask[1] & reg.method_mask[1]))
+      return EINVAL;
+  }
+  uint32_t used = 0;
+  for (const Agent& a : agents_)
+    if (a.client == client) used |= 1u << a.id;
+  uint32_t free_id = 0;
+  while (free_id < kMaxAgentsPerFile && (used >> free_id) & 1) ++free_id;
+  if (free_id == kMaxAgentsPerFile) return ENOMEM;
+  agents_.push_back(Agent{client, free_id, port, reg, next_hi_tid_++});
+  *id = free_id;
+  return 0;
+}
+
+int MadRouter::unregister_agent(UmadClientId client, uint32_t id) {
+  auto it = std::find_if(agents_.begin(), agents_.end(),
+                         [&](const Agent& a) { return a.client == client && a.id == id; });
+  if (it == agents_.end()) return EINVAL;
+  const uint32_t hi = it->hi_tid;
+  std::erase_if(outstanding_, [&](const Outstanding& o) { return o.hi_tid == hi; });
+  agents_.erase(it);
+  return 0;
+}
+
+void MadRouter::drop_client(UmadClientId client) {
+  for (const Agent& a : agents_)
+    if (a.client == client)
+      std::erase_if(outstanding_, [&](const Outstanding& o) { return o.hi_tid == a.hi_tid; });
+  std::erase_if(agents_, [&](const Agent& a) { return a.client == client; });
+}
+
+MadRouter::Agent* MadRouter::find_agent(UmadClientId client, uint32_t id) {
+  for (Agent& a : agents_)
+    if (a.client == client && a.id == id) return &a;
+  return nullptr;
+}
+
+MadRouter::Agent* MadRouter::agent_by_hi_tid(uint32_t hi_tid) {
+  for (Agent& a : agents_)
+    if (a.hi_tid == hi_tid) return &a;
+  return nullptr;
+}
+
+const MadRouter::Agent* MadRouter::server_for(PortRef port, uint8_t mgmt_class, uint8_t version,
+                                              uint8_t method) const {
+  for (const Agent& a : agents_)
+    if (a.port == port && a.reg.mgmt_class == mgmt_class && a.reg.class_version == version &&
+        method_bit(a.reg.method_mask, method))
+      return &a;
+  return nullptr;
+}
+
+void MadRouter::send(UmadClientId client, const uint8_t* msg, size_t len, Clock::time_point now) {
+  const size_t mad_len = len - std::min(len, kUmadHeaderSize);
+  const Agent* sender = len >= kUmadHeaderSize ? find_agent(client, header_of(msg).id) : nullptr;
+  if (!sender || mad_len < mad::kMadHeaderSize || mad_len > kMaxUmadMad) {
+    ++counters_.malformed;
+    return;
+  }
+  ++counters_.sent;
+  const ib_user_mad_hdr hdr = header_of(msg);
+  UmadMessage out(msg, msg + len);
+  uint8_t* m = out.data() + kUmadHeaderSize;
+  if (!is_response(m)) {
+    // The MAD layer owns the TransactionID's upper half: it names the agent
+    // that the response must come back to.
+    mad::store_be32(m + 8, sender->hi_tid);
+    if (hdr.timeout_ms) {
+      Outstanding o;
+      o.hi_tid = sender->hi_tid;
+      o.tid = mad::load_be64(m + 8);
+      o.request = out;
+      o.retries_left = hdr.retries;
+      o.timeout = std::chrono::milliseconds(hdr.timeout_ms);
+      o.deadline = now + o.timeout;
+      outstanding_.push_back(std::move(o));
+    }
+  }
+  dispatch(*sender, m, mad_len, ntohs(hdr.lid));
+}
+
+void MadRouter::dispatch(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid) {
+  if (sender.reg.qpn == 0) return send_smp(sender, mad, len, dlid);
+  // GMPs travel as data packets on QP1: both ports must be Active (IBA 7.2).
+  const PortAttributes from = subnet_.port(sender.port);
+  const auto to = subnet_.port_by_lid(dlid);
+  if (from.state != PortState::kActive || !to || subnet_.port(*to).state != PortState::kActive) {
+    ++counters_.unreachable;
+    return;
+  }
+  arrive(*to, Source{from.lid, 1}, mad, len);
+}
+
+// SMPs go through the subnet's SMI; the SMA's answer comes straight back.
+void MadRouter::send_smp(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid) {
+  if (len != mad::kMadSize || is_response(mad)) {
+    ++counters_.malformed;
+    return;
+  }
+  auto resp = subnet_.process_smp(sender.port, mad, len, dlid);
+  if (!resp) {
+    ++counters_.unreachable;
+    return;
+  }
+  const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
+  arrive_response(sender.port, Source{directed ? uint16_t{0xffff} : dlid, 0}, resp->data(),
+                  resp->size());
+}
+
+void MadRouter::arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  if (is_response(mad)) return arrive_response(port, src, mad, len);
+  if (const Agent* server = server_for(port, mad[1], mad[2], mad[3]))
+    return give(*server, src, mad, len);
+  answer_unsupported(port, src, mad);
+}
+
+void MadRouter::arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  const uint64_t tid = mad::load_be64(mad + 8);
+  const Agent* agent = agent_by_hi_tid(uint32_t(tid >> 32));
+  auto it = std::find_if(outstanding_.begin(), outstanding_.end(), [&](const Outstanding& o) {
+    return o.hi_tid == uint32_t(tid >> 32) && o.tid == tid;
+  });
+  // A response to nothing outstanding (late, or to a request sent without a
+  // timeout) is dropped, as the MAD layer drops it.
+  if (!agent || !(agent->port == port) || it == outstanding_.end()) {
+    ++counters_.unsolicited_responses;
+    return;
+  }
+  outstanding_.erase(it);
+  give(*agent, src, mad, len);
+}
+
+// ib_mad's generate_unmatched_resp: a Get or Set that no agent serves gets a
+// GetResp with status "unsupported method/attribute"; anything else is dropped.
+void MadRouter::answer_unsupported(PortRef port, const Source& src, const uint8_t* mad) {
+  ++counters_.unmatched_requests;
+  const uint8_t method = mad[3];
+  if (method != uint8_t(mad::Method::kGet) && method != uint8_t(mad::Method::kSet)) return;
+  std::array<uint8_t, mad::kMadSize> resp{};
+  std::memcpy(resp.data(), mad, mad::kMadHeaderSize);
+  resp[3] = uint8_t(mad::Method::kGetResp);
+  mad::store_be16(resp.data() + 4, uint16_t(mad::MadStatus::kUnsupportedMethodAttr));
+  const auto back = subnet_.port_by_lid(src.slid);
+  if (!back) return;
+  arrive_response(*back, Source{subnet_.port(port).lid, 1}, resp.data(), resp.size());
+}
+
+void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,
+                     uint32_t status) {
+  ib_user_mad_hdr h{};
+  h.id = to.id;
+  h.status = status;
+  h.length = uint32_t(kUmadHeaderSize + len);
+  h.qpn = htonl(src.qpn);
+  h.qkey = htonl(src.qpn == 1 ? kQp1Qkey : 0);
+  h.lid = htons(src.slid);
+  UmadMessage out(kUmadHeaderSize + len);
+  std::memcpy(out.data(), &h, sizeof h);
+  std::memcpy(out.data() + kUmadHeaderSize, mad, len);
+  ++counters_.delivered;
+  deliver_(to.client, std::move(out));
+}
+
+std::optional<MadRouter::Clock::time_point> MadRouter::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  for (const Outstanding& o : outstanding_)
+    if (!next || o.deadline < *next) next = o.deadline;
+  return next;
+}
+
+void MadRouter::expire(Clock::time_point now) {
+  std::vector<Outstanding> due;
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (it->deadline <= now) {
+      due.push_back(std::move(*it));
+      it = outstanding_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (Outstanding& o : due) {
+    const Agent* agent = agent_by_hi_tid(o.hi_tid);
+    if (!agent) continue;
+    const ib_user_mad_hdr hdr = header_of(o.request.data());
+    const uint8_t* m = o.request.data() + kUmadHeaderSize;
+    const size_t mad_len = o.request.size() - kUmadHeaderSize;
+    if (o.retries_left > 0) {
+      --o.retries_left;
+      o.deadline = now + o.timeout;
+      outstanding_.push_back(o);
+      dispatch(*agent, m, mad_len, ntohs(hdr.lid));
+      continue;
+    }
+    // ib_umad hands the request back: its MAD header, status ETIMEDOUT.
+    ++counters_.timeouts;
+    give(*agent, Source{ntohs(hdr.lid), ntohl(hdr.qpn)}, m, mad::kMadHeaderSize, ETIMEDOUT);
+  }
+}
+
+}  // namespace ibemu

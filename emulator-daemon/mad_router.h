@@ -1,0 +1,131 @@
+#pragma once
+// QP0 and QP1 of the host's emulated ports, as the programs that register MAD
+// agents through umad see them (IBA 13.4 management datagrams, 13.5 the MAD
+// interfaces; Linux's ib_umad for how userspace reaches them).
+//
+// An agent registers on one port for a management class and class version,
+// and for the request methods it serves. A MAD an agent sends leaves through
+// its port: SMPs through the subnet's SMI to the SMAs, GMPs to the port that
+// owns the DLID. There a response goes to the agent that sent the request —
+// the upper 32 bits of the TransactionID name it, as the kernel's MAD layer
+// arranges — and a request to the agent that serves its class, version and
+// method. A request no agent serves is answered "unsupported
+// method/attribute" (IBA 13.4.7), as an HCA's MAD layer answers. A request
+// sent with a timeout is resent `retries` times and, still unanswered, handed
+// back to its agent with status ETIMEDOUT.
+//
+// Single-threaded and without I/O: the daemon moves the bytes and runs the
+// clock, tests drive it directly.
+#include <rdma/ib_user_mad.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "emulator-daemon/subnet.h"
+
+namespace ibemu {
+
+using UmadClientId = uint64_t;
+
+/// What a umad file reads and writes: struct ib_user_mad_hdr, then the MAD.
+using UmadMessage = std::vector<uint8_t>;
+inline constexpr size_t kUmadHeaderSize = sizeof(ib_user_mad_hdr);
+/// The largest MAD a program may write: RMPP agents send whole multi-segment
+/// payloads in one write (the MAD layer would segment them).
+inline constexpr size_t kMaxUmadMad = 64 * 1024;
+
+/// IB_USER_MAD_REGISTER_AGENT2's request, as the router keeps it.
+struct AgentRegistration {
+  uint32_t qpn = 1;  // 0: SMPs, 1: GMPs
+  uint8_t mgmt_class = 0;
+  uint8_t class_version = 0;
+  std::array<uint64_t, 2> method_mask{};  // bit m set: serves requests of method m
+  uint8_t rmpp_version = 0;
+};
+
+/// Counted for `ibemu status`: MADs the router could not deliver and why.
+struct MadRouterCounters {
+  uint64_t sent = 0;
+  uint64_t delivered = 0;
+  uint64_t unmatched_requests = 0;  // answered "unsupported"
+  uint64_t unsolicited_responses = 0;
+  uint64_t unreachable = 0;  // DLID of no active port, port not active
+  uint64_t malformed = 0;
+  uint64_t timeouts = 0;
+};
+
+class MadRouter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  /// Hands a message to a client's umad file.
+  using Deliver = std::function<void(UmadClientId, UmadMessage)>;
+
+  MadRouter(Subnet& subnet, Deliver deliver);
+
+  /// IB_USER_MAD_REGISTER_AGENT: 0 and the file's new agent id, or the errno
+  /// the kernel gives (EINVAL for a bad request or a method another agent of
+  /// the port serves, ENOMEM when the file has 32 agents).
+  int register_agent(UmadClientId client, PortRef port, const AgentRegistration& reg, uint32_t* id);
+  /// IB_USER_MAD_UNREGISTER_AGENT: 0 or EINVAL.
+  int unregister_agent(UmadClientId client, uint32_t id);
+  /// The file was closed: its agents and their outstanding requests go.
+  void drop_client(UmadClientId client);
+
+  /// A message a client wrote to its umad file.
+  void send(UmadClientId client, const uint8_t* msg, size_t len, Clock::time_point now);
+
+  /// When the next outstanding request times out.
+  std::optional<Clock::time_point> next_deadline() const;
+  /// Resends or gives up on the requests whose time has come.
+  void expire(Clock::time_point now);
+
+  const MadRouterCounters& counters() const { return counters_; }
+
+ private:
+  struct Agent {
+    UmadClientId client = 0;
+    uint32_t id = 0;  // the file's agent id
+    PortRef port;
+    AgentRegistration reg;
+    uint32_t hi_tid = 0;  // the TransactionID's upper half on its requests
+  };
+  /// A request sent with a timeout, waiting for its response.
+  struct Outstanding {
+    uint32_t hi_tid = 0;
+    uint64_t tid = 0;
+    UmadMessage request;  // as written, for resends and the timeout report
+    uint32_t retries_left = 0;
+    std::chrono::milliseconds timeout{0};
+    Clock::time_point deadline;
+  };
+  /// Where a MAD came from, for the receiver's ib_user_mad_hdr.
+  struct Source {
+    uint16_t slid = 0;
+    uint32_t qpn = 0;
+  };
+
+  Agent* find_agent(UmadClientId client, uint32_t id);
+  Agent* agent_by_hi_tid(uint32_t hi_tid);
+  const Agent* server_for(PortRef port, uint8_t mgmt_class, uint8_t version, uint8_t method) const;
+  void dispatch(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
+  void send_smp(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
+  void arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len);
+  void arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len);
+  void answer_unsupported(PortRef port, const Source& src, const uint8_t* mad);
+  void give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,
+            uint32_t status = 0);
+
+  Subnet& subnet_;
+  Deliver deliver_;
+  std::vector<Agent> agents_;
+  std::vector<Outstanding> outstanding_;
+  uint32_t next_hi_tid_ = 1;
+  MadRouterCounters counters_;
+};
+
+}  // namespace ibemu

@@ -1,0 +1,51 @@
+#pragma once
+// The umad files of no-kernel mode: one listening socket per port at
+// dev/infiniband/umadN of the fake sysfs tree, opened by the preload shim
+// when a program opens /dev/infiniband/umadN. Moves their messages to and
+// from the MadRouter (common/umad_protocol.h has the protocol) and runs the
+// router's clock.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emulator-daemon/asio.h"
+#include "emulator-daemon/mad_router.h"
+
+namespace ibemu {
+
+class UmadService {
+ public:
+  UmadService(boost::asio::io_context& io, Subnet& subnet);
+  ~UmadService();
+
+  /// Listens on `dir`/umadN for each port (N in the order of `ports`).
+  /// Throws std::runtime_error when a socket cannot be bound.
+  void start(const std::string& dir, const std::vector<PortRef>& ports);
+  void stop();
+
+  const MadRouterCounters& counters() const { return router_.counters(); }
+  /// Open umad files.
+  size_t files() const { return files_.size(); }
+
+ private:
+  class Connection;
+  void accept(size_t listener);
+  void on_first_message(std::shared_ptr<Connection> c);
+  void on_file_message(std::shared_ptr<Connection> c);
+  void deliver(UmadClientId client, const UmadMessage& msg);
+  void close_file(UmadClientId client);
+  void rearm_timer();
+
+  boost::asio::io_context& io_;
+  MadRouter router_;
+  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> listeners_;
+  std::vector<PortRef> ports_;
+  std::map<UmadClientId, std::shared_ptr<Connection>> files_;
+  std::map<uint64_t, UmadClientId> tokens_;
+  boost::asio::steady_timer timer_;
+  UmadClientId next_client_ = 1;
+  bool stopped_ = false;
+};
+
+}  // namespace ibemu

@@ -1,0 +1,346 @@
+#include "sm-lite/subnet_administrator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ibemu::sm {
+
+using mad::McMemberRecord;
+using mad::Method;
+using mad::PathRecord;
+using mad::SaAttr;
+using mad::SaStatus;
+namespace pm = mad::path_mask;
+namespace mm = mad::mcmember_mask;
+
+namespace {
+
+// IBA 15.2.5.16 PacketLifeTime, 4.096 us * 2^12 (about 17 ms): an emulated
+// link delivers in microseconds, but a busy host may sleep a process that
+// long. rdma_cm derives its local ACK timeout from it.
+constexpr uint8_t kPacketLifeTime = 12;
+constexpr uint8_t kSelectorExactly = 2;
+constexpr uint16_t kDefaultPkey = 0xffff;
+constexpr uint16_t kFirstMlid = 0xc000;  // IBA 4.1: multicast LIDs 0xC000-0xFFFE
+constexpr uint16_t kLastMlid = 0xfffe;
+
+// IBA 15.2.5.16 Rate: the enum for a link's Gb/s, or the largest below it.
+uint8_t rate_enum(double gbps) {
+  static const std::pair<double, uint8_t> kRates[] = {
+      {2.5, 2},  {5, 5},    {10, 3},   {14, 11},  {20, 6},   {25, 15},  {30, 4},   {40, 7},
+      {50, 20},  {56, 12},  {60, 8},   {80, 9},   {100, 16}, {112, 13}, {120, 10}, {168, 14},
+      {200, 17}, {300, 18}, {400, 21}, {600, 22}, {800, 24}, {1200, 25}};
+  uint8_t best = 2;
+  double best_gbps = 0;
+  for (auto [g, e] : kRates)
+    if (g <= gbps + 0.01 && g >= best_gbps) best = e, best_gbps = g;
+  return best;
+}
+
+double port_gbps(const mad::PortInfo& pi) {
+  double lane = 2.5;
+  switch (pi.link_speed_ext_active()) {
+    case 1:
+      lane = 14;
+      break;
+    case 2:
+      lane = 25;
+      break;
+    case 4:
+      lane = 50;
+      break;
+    case 8:
+      lane = 100;
+      break;
+    default:
+      lane = pi.link_speed_active() == 4 ? 10 : pi.link_speed_active() == 2 ? 5 : 2.5;
+  }
+  switch (pi.link_width_active()) {
+    case mad::kLinkWidth4x:
+      return lane * 4;
+    case mad::kLinkWidth8x:
+      return lane * 8;
+    case mad::kLinkWidth12x:
+      return lane * 12;
+    default:
+      return lane;
+  }
+}
+
+// IBA 15.2.5.16: MTU, Rate and PacketLifeTime selectors (0 greater than,
+// 1 less than, 2 exactly, 3 the largest available).
+bool selector_ok(uint8_t selector, uint8_t wanted, uint8_t actual) {
+  switch (selector) {
+    case 0:
+      return actual > wanted;
+    case 1:
+      return actual < wanted;
+    case 2:
+      return actual == wanted;
+    default:
+      return true;
+  }
+}
+
+bool is_zero(const uint8_t* gid) {
+  return std::all_of(gid, gid + 16, [](uint8_t b) { return b == 0; });
+}
+
+Gid to_gid(const uint8_t* p) {
+  Gid g;
+  std::memcpy(g.data(), p, 16);
+  return g;
+}
+
+template <typename Record>
+std::vector<uint8_t> bytes_of(const Record& r) {
+  return {r.bytes.begin(), r.bytes.end()};
+}
+
+}  // namespace
+
+std::vector<SubnetAdministrator::PortView> SubnetAdministrator::ports() const {
+  std::vector<PortView> out;
+  for (const SmNode& n : sm_.nodes()) {
+    if (n.type != mad::NodeType::kCa) continue;
+    for (const auto& [num, p] : n.ports) {
+      if (!p.known || p.info.lid() == 0) continue;
+      PortView v;
+      mad::store_be64(v.gid.data(), p.info.gid_prefix());
+      mad::store_be64(v.gid.data() + 8, p.guid);
+      v.lid = p.info.lid();
+      v.mtu = p.info.neighbor_mtu() ? p.info.neighbor_mtu() : p.info.mtu_cap();
+      v.rate = rate_enum(port_gbps(p.info));
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+std::optional<SubnetAdministrator::PortView> SubnetAdministrator::port_by_gid(
+    const uint8_t* gid) const {
+  for (const PortView& v : ports())
+    if (std::memcmp(v.gid.data(), gid, 16) == 0) return v;
+  return std::nullopt;
+}
+
+std::optional<SubnetAdministrator::PortView> SubnetAdministrator::port_by_lid(uint16_t lid) const {
+  for (const PortView& v : ports())
+    if (v.lid == lid) return v;
+  return std::nullopt;
+}
+
+std::optional<std::vector<uint8_t>> SubnetAdministrator::handle(const uint8_t* req, size_t len,
+                                                                uint16_t requester_lid) {
+  if (len < mad::kSaDataOffset || req[1] != uint8_t(mad::MgmtClass::kSubnAdm) ||
+      (req[3] & mad::kMethodResponseBit))
+    return std::nullopt;
+  const auto method = Method(req[3]);
+  const auto attr = SaAttr(mad::load_be16(req + 16));
+  const uint64_t mask = mad::load_be64(req + mad::kSaComponentMaskOffset);
+  // The query: the request's data area, padded so any record fits.
+  std::array<uint8_t, 64> query{};
+  std::memcpy(query.data(), req + mad::kSaDataOffset,
+              std::min(query.size(), len - mad::kSaDataOffset));
+
+  Records records;
+  size_t record_size = 0;
+  uint16_t status = 0;
+  const bool table = method == Method::kGetTable;
+  if (req[2] != mad::kSaClassVersion) {
+    status = uint16_t(mad::MadStatus::kBadVersion);
+  } else if (attr == SaAttr::kClassPortInfo && method == Method::kGet) {
+    // IBA 13.4.8.1 ClassPortInfo: versions, and RespTimeValue (4.096 us * 2^18).
+    std::vector<uint8_t> info(72, 0);
+    info[0] = mad::kBaseVersion;
+    info[1] = mad::kSaClassVersion;
+    info[7] = 18;
+    records.push_back(std::move(info));
+    record_size = 72;
+  } else if (attr == SaAttr::kPathRecord && (method == Method::kGet || table)) {
+    status = uint16_t(path_records(query.data(), mask, requester_lid, &records));
+    record_size = sizeof(PathRecord);
+  } else if (attr == SaAttr::kMcMemberRecord && method == Method::kSet) {
+    status = uint16_t(join(query.data(), mask, &records));
+    record_size = sizeof(McMemberRecord);
+  } else if (attr == SaAttr::kMcMemberRecord && method == Method::kDelete) {
+    status = uint16_t(leave(query.data(), mask, &records));
+    record_size = sizeof(McMemberRecord);
+  } else if (attr == SaAttr::kMcMemberRecord && (method == Method::kGet || table)) {
+    status = uint16_t(member_records(query.data(), mask, &records));
+    record_size = sizeof(McMemberRecord);
+  } else {
+    status = uint16_t(mad::MadStatus::kUnsupportedMethodAttr);
+  }
+  // IBA 15.2.5: a Get that matches nothing is "no records"; a Get answers
+  // with the first match, a GetTable with all of them.
+  if (status == 0 && records.empty() && !table) status = uint16_t(SaStatus::kNoRecords);
+  if (status != 0 || !table) records.resize(std::min<size_t>(records.size(), 1));
+  if (status != 0) records.clear();
+
+  const size_t payload = records.size() * record_size;
+  // A table is exactly as long as its records (the receiver counts them by
+  // length); any other response is one MAD.
+  std::vector<uint8_t> resp(table ? mad::kSaDataOffset + payload : mad::kMadSize, 0);
+  std::memcpy(resp.data(), req, mad::kSaDataOffset);
+  resp[3] = uint8_t(method == Method::kSet ? Method::kGetResp
+                                           : Method(uint8_t(method) | mad::kMethodResponseBit));
+  mad::store_be16(resp.data() + 4, status);
+  std::memset(resp.data() + mad::kSaRmppOffset, 0, 12);
+  if (table) {
+    // A table arrives as one RMPP transfer (IBA 13.6); the receiver's MAD
+    // layer hands the program the reassembled whole: DATA, first and last
+    // segment, PayloadLength covering the SA header and the records.
+    uint8_t* rmpp = resp.data() + mad::kSaRmppOffset;
+    rmpp[0] = 1;
+    rmpp[1] = 1;
+    rmpp[2] = 0x07;
+    mad::store_be32(rmpp + 4, 1);
+    mad::store_be32(rmpp + 8, uint32_t(mad::kSaDataOffset - mad::kSaSmKeyOffset + payload));
+  }
+  mad::store_be16(resp.data() + mad::kSaAttrOffsetOffset, uint16_t(record_size / 8));
+  for (size_t i = 0; i < records.size(); ++i)
+    std::memcpy(resp.data() + mad::kSaDataOffset + i * record_size, records[i].data(),
+                std::min(record_size, records[i].size()));
+  return resp;
+}
+
+SaStatus SubnetAdministrator::path_records(const uint8_t* query, uint64_t mask,
+                                           uint16_t requester_lid, Records* out) const {
+  PathRecord q;
+  std::memcpy(q.bytes.data(), query, q.bytes.size());
+  // The source is the SGID or SLID given, else the port that asks.
+  std::optional<PortView> src = (mask & pm::kSgid)   ? port_by_gid(q.sgid())
+                                : (mask & pm::kSlid) ? port_by_lid(q.slid())
+                                                     : port_by_lid(requester_lid);
+  if (!src) return (mask & pm::kSgid) ? SaStatus::kInvalidGid : SaStatus::kNoRecords;
+  if ((mask & pm::kPkey) && (q.pkey() & 0x7fff) != (kDefaultPkey & 0x7fff)) return SaStatus::kOk;
+  for (const PortView& dst : ports()) {
+    if ((mask & pm::kDgid) && std::memcmp(dst.gid.data(), q.dgid(), 16) != 0) continue;
+    if ((mask & pm::kDlid) && dst.lid != q.dlid()) continue;
+    PathRecord r;
+    std::memcpy(r.dgid(), dst.gid.data(), 16);
+    std::memcpy(r.sgid(), src->gid.data(), 16);
+    r.set_dlid(dst.lid);
+    r.set_slid(src->lid);
+    r.set_reversible(true);
+    r.set_numb_path(1);
+    r.set_pkey(kDefaultPkey);
+    r.set_sl((mask & pm::kSl) ? q.sl() : 0);
+    r.set_mtu_selector(kSelectorExactly);
+    r.set_mtu(std::min(src->mtu, dst.mtu));
+    r.set_rate_selector(kSelectorExactly);
+    r.set_rate(std::min(src->rate, dst.rate));
+    r.set_packet_life_time_selector(kSelectorExactly);
+    r.set_packet_life_time(kPacketLifeTime);
+    if ((mask & pm::kMtu) &&
+        !selector_ok((mask & pm::kMtuSelector) ? q.mtu_selector() : 2, q.mtu(), r.mtu()))
+      continue;
+    out->push_back(bytes_of(r));
+  }
+  return SaStatus::kOk;
+}
+
+Gid SubnetAdministrator::assign_mgid() {
+  // IBA 4.1.1: an SA-assigned MGID, link-local scope, signature 0xA01B.
+  Gid g{0xff, 0x12, 0xa0, 0x1b};
+  mad::store_be32(g.data() + 12, next_mgid_++);
+  return g;
+}
+
+uint16_t SubnetAdministrator::assign_mlid() const {
+  for (uint32_t mlid = kFirstMlid; mlid <= kLastMlid; ++mlid) {
+    bool used = false;
+    for (const auto& [mgid, g] : groups_) used |= g.record.mlid() == mlid;
+    if (!used) return uint16_t(mlid);
+  }
+  return 0;
+}
+
+SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records* out) {
+  McMemberRecord q;
+  std::memcpy(q.bytes.data(), query, q.bytes.size());
+  if (!(mask & mm::kPortGid) || !(mask & mm::kJoinState) || q.join_state() == 0)
+    return SaStatus::kInsufficientComponents;
+  const auto port = port_by_gid(q.port_gid());
+  if (!port) return SaStatus::kInvalidGid;
+  const bool named = (mask & mm::kMgid) && !is_zero(q.mgid());
+  if (named && q.mgid()[0] != 0xff) return SaStatus::kInvalidGid;
+
+  auto it = named ? groups_.find(to_gid(q.mgid())) : groups_.end();
+  if (it == groups_.end()) {
+    // C15-0.2.3: creating a group takes its defining components, and only a
+    // full member creates.
+    const uint64_t needed = mm::kQkey | mm::kPkey | mm::kSl | mm::kFlowLabel | mm::kTclass;
+    if ((mask & needed) != needed) return SaStatus::kInsufficientComponents;
+    if (!(q.join_state() & mad::kJoinFullMember)) return SaStatus::kReqInvalid;
+    const uint16_t mlid = assign_mlid();
+    if (!mlid) return SaStatus::kNoResources;
+    McGroup g;
+    g.record = q;
+    const Gid mgid = named ? to_gid(q.mgid()) : assign_mgid();
+    std::memcpy(g.record.mgid(), mgid.data(), 16);
+    g.record.set_mlid(mlid);
+    g.record.set_mtu_selector(kSelectorExactly);
+    g.record.set_mtu(port->mtu);
+    g.record.set_rate_selector(kSelectorExactly);
+    g.record.set_rate(port->rate);
+    g.record.set_packet_life_time_selector(kSelectorExactly);
+    g.record.set_packet_life_time(kPacketLifeTime);
+    g.record.set_scope(mgid[1] & 0x0f);
+    it = groups_.emplace(mgid, g).first;
+  } else {
+    // Joining an existing group: what the request gives must be the group's.
+    const McMemberRecord& r = it->second.record;
+    if (((mask & mm::kQkey) && q.qkey() != r.qkey()) ||
+        ((mask & mm::kPkey) && q.pkey() != r.pkey()) ||
+        ((mask & mm::kMlid) && q.mlid() != r.mlid()) || ((mask & mm::kMtu) && q.mtu() > r.mtu()))
+      return SaStatus::kReqInvalid;
+  }
+  uint8_t& state = it->second.members[to_gid(q.port_gid())];
+  state |= q.join_state();
+  McMemberRecord r = it->second.record;
+  std::memcpy(r.port_gid(), q.port_gid(), 16);
+  r.set_join_state(state);
+  out->push_back(bytes_of(r));
+  return SaStatus::kOk;
+}
+
+SaStatus SubnetAdministrator::leave(const uint8_t* query, uint64_t mask, Records* out) {
+  McMemberRecord q;
+  std::memcpy(q.bytes.data(), query, q.bytes.size());
+  if (!(mask & mm::kMgid) || !(mask & mm::kPortGid) || !(mask & mm::kJoinState))
+    return SaStatus::kInsufficientComponents;
+  auto it = groups_.find(to_gid(q.mgid()));
+  if (it == groups_.end()) return SaStatus::kReqInvalid;
+  auto member = it->second.members.find(to_gid(q.port_gid()));
+  if (member == it->second.members.end()) return SaStatus::kReqInvalid;
+  McMemberRecord r = it->second.record;
+  std::memcpy(r.port_gid(), q.port_gid(), 16);
+  r.set_join_state(q.join_state());
+  out->push_back(bytes_of(r));
+  member->second &= uint8_t(~q.join_state());
+  if (member->second == 0) it->second.members.erase(member);
+  if (it->second.members.empty()) groups_.erase(it);
+  return SaStatus::kOk;
+}
+
+SaStatus SubnetAdministrator::member_records(const uint8_t* query, uint64_t mask,
+                                             Records* out) const {
+  McMemberRecord q;
+  std::memcpy(q.bytes.data(), query, q.bytes.size());
+  for (const auto& [mgid, g] : groups_) {
+    if ((mask & mm::kMgid) && std::memcmp(mgid.data(), q.mgid(), 16) != 0) continue;
+    if ((mask & mm::kMlid) && g.record.mlid() != q.mlid()) continue;
+    for (const auto& [port_gid, state] : g.members) {
+      if ((mask & mm::kPortGid) && std::memcmp(port_gid.data(), q.port_gid(), 16) != 0) continue;
+      McMemberRecord r = g.record;
+      std::memcpy(r.port_gid(), port_gid.data(), 16);
+      r.set_join_state(state);
+      out->push_back(bytes_of(r));
+    }
+  }
+  return SaStatus::kOk;
+}
+
+}  // namespace ibemu::sm
