@@ -157,6 +157,9 @@ std::optional<std::vector<uint8_t>> SubnetAdministrator::handle(const uint8_t* r
     info[7] = 18;
     records.push_back(std::move(info));
     record_size = 72;
+  } else if (attr == SaAttr::kNodeRecord && (method == Method::kGet || table)) {
+    status = uint16_t(node_records(query.data(), mask, &records));
+    record_size = mad::kNodeRecordSize;
   } else if (attr == SaAttr::kPathRecord && (method == Method::kGet || table)) {
     status = uint16_t(path_records(query.data(), mask, requester_lid, &records));
     record_size = sizeof(PathRecord);
@@ -338,6 +341,39 @@ SaStatus SubnetAdministrator::member_records(const uint8_t* query, uint64_t mask
       std::memcpy(r.port_gid(), port_gid.data(), 16);
       r.set_join_state(state);
       out->push_back(bytes_of(r));
+    }
+  }
+  return SaStatus::kOk;
+}
+
+SaStatus SubnetAdministrator::node_records(const uint8_t* query, uint64_t mask,
+                                           Records* out) const {
+  namespace nm = mad::node_mask;
+  const uint16_t want_lid = mad::load_be16(query);
+  mad::NodeInfo want;
+  std::memcpy(want.bytes.data(), query + 4, want.bytes.size());
+  for (const SmNode& n : sm_.nodes()) {
+    for (const auto& [num, p] : n.ports) {
+      // A CA has a record per port (its LID, its PortGUID); a switch one, for port 0.
+      const bool is_switch = n.type == mad::NodeType::kSwitch;
+      if (is_switch != (num == 0) || !p.known || p.info.lid() == 0) continue;
+      mad::NodeInfo ni = n.info;
+      if (!is_switch) {
+        ni.set_port_guid(p.guid);
+        ni.set_local_port_num(uint8_t(num));
+      }
+      if (((mask & nm::kLid) && p.info.lid() != want_lid) ||
+          ((mask & nm::kNodeType) && ni.node_type() != want.node_type()) ||
+          ((mask & nm::kNodeGuid) && ni.node_guid() != want.node_guid()) ||
+          ((mask & nm::kPortGuid) && ni.port_guid() != want.port_guid()))
+        continue;
+      std::vector<uint8_t> r(mad::kNodeRecordSize, 0);
+      mad::store_be16(r.data(), p.info.lid());
+      std::memcpy(r.data() + 4, ni.bytes.data(), ni.bytes.size());
+      mad::NodeDescription nd;
+      nd.set_text(n.description);
+      std::memcpy(r.data() + 4 + ni.bytes.size(), nd.bytes.data(), nd.bytes.size());
+      out->push_back(std::move(r));
     }
   }
   return SaStatus::kOk;

@@ -2,6 +2,7 @@
 // The SA of ibemu-sm (IBA 15): answers the queries programs send to the SM's
 // LID on QP1, from what the last sweep found, and keeps the multicast groups.
 //   - ClassPortInfo Get;
+//   - NodeRecord Get/GetTable: one per CA port and per switch;
 //   - PathRecord Get/GetTable between two CA ports (by GID or LID): the path
 //     MTU and rate are the smaller of the two ports';
 //   - MCMemberRecord Set (join, creating the group and assigning its MLID),
@@ -59,6 +60,7 @@ class SubnetAdministrator {
   mad::SaStatus join(const uint8_t* query, uint64_t mask, Records* out);
   mad::SaStatus leave(const uint8_t* query, uint64_t mask, Records* out);
   mad::SaStatus member_records(const uint8_t* query, uint64_t mask, Records* out) const;
+  mad::SaStatus node_records(const uint8_t* query, uint64_t mask, Records* out) const;
   Gid assign_mgid();
   uint16_t assign_mlid() const;
 

@@ -118,6 +118,7 @@ bool SubnetManager::discover() {
       n.guid = guid;
       n.type = ni->node_type();
       n.num_ports = ni->num_ports();
+      n.info = *ni;
       n.path = v.path;
       if (auto nd = get<mad::NodeDescription>(AttrId::kNodeDescription, 0, v.path))
         n.description = nd->text();

@@ -39,6 +39,7 @@ struct SmNode {
   mad::NodeType type = mad::NodeType::kCa;
   int num_ports = 0;
   std::string description;
+  mad::NodeInfo info;           // as first read (PortGUID, LocalPortNum of that port)
   DrPath path;                  // the first path it was found by
   std::map<int, SmPort> ports;  // port 0 is a switch's management port
   uint16_t lft_top = 0;         // switches: LinearFDBTop last programmed

@@ -42,6 +42,14 @@ enum class SaStatus : uint16_t {
   kDenied = 0x0700,
 };
 
+/// IBA 15.2.5.2 NodeRecord: LID, reserved, NodeInfo (40 bytes),
+/// NodeDescription (64 bytes); 108 bytes, 112 with the padding.
+inline constexpr size_t kNodeRecordSize = 112;
+namespace node_mask {
+inline constexpr uint64_t kLid = 1ull << 0, kNodeType = 1ull << 4, kNodeGuid = 1ull << 7,
+                          kPortGuid = 1ull << 8;
+}
+
 /// IBA 15.2.5.16 PathRecord (64 bytes). ComponentMask bit n is field n of
 /// the table, counting ServiceID as two (bits 0 and 1).
 struct PathRecord {

@@ -61,6 +61,15 @@ def test_saquery_path_records_to_every_port(fabric):
     assert set(re.findall(r"^\s*mtu\.+(0x\w+)$", out, re.M)) == {"0x85"}, out
 
 
+def test_saquery_node_records(fabric):
+    out = run_ok(fabric, ["saquery", "-C", "ibemu0", "-P", "1"])
+    # One record per CA port, one for the switch.
+    assert len(re.findall(r"^NodeRecord dump:", out, re.M)) == 5, out
+    lid = port(fabric, "ibemu1", 2)["lid"]
+    assert run_ok(fabric, ["saquery", "-C", "ibemu0", "-P", "1", "-O", str(lid)]).strip().endswith(
+        "ibemu1"), out
+
+
 def test_saquery_unknown_lid_has_no_path(fabric):
     r = fabric.run(["saquery", "-C", "ibemu0", "-P", "1", "-p", "--dlid", "999"], timeout=60)
     assert "dlid" not in r.stdout, r.stdout + r.stderr

@@ -310,6 +310,21 @@ TEST_F(SaTest, JoinErrors) {
   EXPECT_EQ(r[mad::kSaDataOffset], 0xff);
 }
 
+TEST_F(SaTest, NodeRecordsOnePerCaPortAndSwitch) {
+  auto r = ask(Method::kGetTable, SaAttr::kNodeRecord, 0, nullptr, 0);
+  ASSERT_EQ(status(r), 0);
+  EXPECT_EQ(r.size(), mad::kSaDataOffset + 5 * mad::kNodeRecordSize);
+  std::vector<uint8_t> q(8, 0);
+  mad::store_be16(q.data(), lid(kClientPort));
+  r = ask(Method::kGet, SaAttr::kNodeRecord, mad::node_mask::kLid, q.data(), q.size());
+  ASSERT_EQ(status(r), 0);
+  mad::NodeInfo ni;
+  std::memcpy(ni.bytes.data(), r.data() + mad::kSaDataOffset + 4, ni.bytes.size());
+  EXPECT_EQ(ni.node_guid(), cfg_.devices[1].node_guid);
+  EXPECT_EQ(ni.port_guid(), subnet_.port(kClientPort).port_guid);
+  EXPECT_EQ(ni.local_port_num(), 1);
+}
+
 TEST_F(SaTest, WrongVersionAndUnknownAttribute) {
   auto req = request(0x03, 1, Method::kGet, 0x35, 1);
   auto r = sa_.handle(req.data(), req.size(), lid(kClientPort));
