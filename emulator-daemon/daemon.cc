@@ -8,6 +8,7 @@
 
 #include "common/hex.h"
 #include "common/log.h"
+#include "common/mad/mad.h"
 #include "transport/wire/lrh.h"
 
 namespace ibemu {
@@ -43,6 +44,7 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       sysfs_(paths_.sysfs(), config_),
       state_page_(config_, subnet_),
       counters_(config_),
+      pma_(config_, counters_),
       server_(io, paths_.socket(), *this),
       umad_(io, subnet_) {}
 
@@ -50,6 +52,9 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::start() {
   sysfs_.create(subnet_);
+  umad_.set_local_agent(
+      uint8_t(mad::MgmtClass::kPerfMgt),
+      [this](PortRef port, const uint8_t* mad, size_t len) { return pma_.handle(port, mad, len); });
   umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
   server_.start();

@@ -10,6 +10,7 @@
 #include "common/runtime_paths.h"
 #include "emulator-daemon/control_server.h"
 #include "emulator-daemon/multicast_groups.h"
+#include "emulator-daemon/performance_agent.h"
 #include "emulator-daemon/port_counter_registry.h"
 #include "emulator-daemon/qp_directory.h"
 #include "emulator-daemon/state_page_publisher.h"
@@ -73,6 +74,7 @@ class Daemon : public RequestHandler {
   StatePagePublisher state_page_;
   QpDirectory qps_;
   PortCounterRegistry counters_;
+  PerformanceAgent pma_;
   MulticastGroups mcast_;
   XrcDomains xrcds_;
   QpDirectory srqns_;  // XRC SRQ numbers: unique per device, like QP numbers

@@ -39,6 +39,10 @@ ib_user_mad_hdr header_of(const uint8_t* msg) {
 MadRouter::MadRouter(Subnet& subnet, Deliver deliver)
     : subnet_(subnet), deliver_(std::move(deliver)) {}
 
+void MadRouter::set_local_agent(uint8_t mgmt_class, LocalAgent agent) {
+  local_agents_[mgmt_class] = std::move(agent);
+}
+
 int MadRouter::register_agent(UmadClientId client, PortRef port, const AgentRegistration& reg,
                               uint32_t* id) {
   if (reg.qpn > 1 || reg.class_version >= kMaxClassVersion) return EINVAL;
@@ -164,6 +168,10 @@ void MadRouter::arrive(PortRef port, const Source& src, const uint8_t* mad, size
   if (is_response(mad)) return arrive_response(port, src, mad, len);
   if (const Agent* server = server_for(port, mad[1], mad[2], mad[3]))
     return give(*server, src, mad, len);
+  if (auto local = local_agents_.find(mad[1]); local != local_agents_.end()) {
+    if (auto resp = local->second(port, mad, len)) respond(port, src, resp->data(), resp->size());
+    return;
+  }
   answer_unsupported(port, src, mad);
 }
 
@@ -193,9 +201,13 @@ void MadRouter::answer_unsupported(PortRef port, const Source& src, const uint8_
   std::memcpy(resp.data(), mad, mad::kMadHeaderSize);
   resp[3] = uint8_t(mad::Method::kGetResp);
   mad::store_be16(resp.data() + 4, uint16_t(mad::MadStatus::kUnsupportedMethodAttr));
+  respond(port, src, resp.data(), resp.size());
+}
+
+void MadRouter::respond(PortRef port, const Source& src, const uint8_t* resp, size_t len) {
   const auto back = subnet_.port_by_lid(src.slid);
   if (!back) return;
-  arrive_response(*back, Source{subnet_.port(port).lid, 1}, resp.data(), resp.size());
+  arrive_response(*back, Source{subnet_.port(port).lid, 1}, resp, len);
 }
 
 void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,

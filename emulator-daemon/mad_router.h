@@ -65,7 +65,15 @@ class MadRouter {
   /// Hands a message to a client's umad file.
   using Deliver = std::function<void(UmadClientId, UmadMessage)>;
 
+  /// A MAD interface's own agent for a class (the PMA): answers a request
+  /// that arrived at `port`, or nullopt to drop it.
+  using LocalAgent = std::function<std::optional<std::vector<uint8_t>>(
+      PortRef port, const uint8_t* mad, size_t len)>;
+
   MadRouter(Subnet& subnet, Deliver deliver);
+
+  /// Requests of `mgmt_class` that no registered agent serves go to `agent`.
+  void set_local_agent(uint8_t mgmt_class, LocalAgent agent);
 
   /// IB_USER_MAD_REGISTER_AGENT: 0 and the file's new agent id, or the errno
   /// the kernel gives (EINVAL for a bad request or a method another agent of
@@ -117,11 +125,14 @@ class MadRouter {
   void arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   void arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   void answer_unsupported(PortRef port, const Source& src, const uint8_t* mad);
+  /// Sends a response from `port` back to where the request came from.
+  void respond(PortRef port, const Source& src, const uint8_t* resp, size_t len);
   void give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,
             uint32_t status = 0);
 
   Subnet& subnet_;
   Deliver deliver_;
+  std::map<uint8_t, LocalAgent> local_agents_;
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;
   uint32_t next_hi_tid_ = 1;

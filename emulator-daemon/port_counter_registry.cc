@@ -24,12 +24,13 @@ void PortCounterRegistry::fold(int, const engine::EngineCounters& c, DeviceTotal
   into->wrong_dlid += c.rcv_wrong_dlid.load(std::memory_order_relaxed);
 }
 
-Json PortCounterRegistry::port_json(int device, int port) const {
-  if (port < 1 || port > engine::kCounterPorts) return Json::object();
+PortTotals PortCounterRegistry::port_totals(int device, int port) const {
+  if (device < 0 || device >= int(closed_.size()) || port < 1 || port > engine::kCounterPorts)
+    return {};
   PortTotals t = closed_[device].ports[port];
   for (const auto& [id, live] : live_)
     if (live.device == device && live.page.get()) t.add(live.page.get()->port[port]);
-  return t.to_json();
+  return t;
 }
 
 Json PortCounterRegistry::device_drops_json(int device) const {

@@ -23,7 +23,8 @@ class PortCounterRegistry {
   void remove(uint64_t id);
 
   /// One port's counters: closed contexts plus open ones.
-  Json port_json(int device, int port) const;
+  PortTotals port_totals(int device, int port) const;
+  Json port_json(int device, int port) const { return port_totals(device, port).to_json(); }
   /// Drops no port could be charged with (malformed, DLID of no port).
   Json device_drops_json(int device) const;
 

@@ -25,6 +25,9 @@ class UmadService {
   void stop();
 
   const MadRouterCounters& counters() const { return router_.counters(); }
+  void set_local_agent(uint8_t mgmt_class, MadRouter::LocalAgent agent) {
+    router_.set_local_agent(mgmt_class, std::move(agent));
+  }
   /// Open umad files.
   size_t files() const { return files_.size(); }
 

@@ -1,12 +1,14 @@
 """Management datagrams through umad in no-kernel mode: infiniband-diags'
-smpquery and ibaddr (SMPs answered by the daemon's SMAs), saquery (the SA of
-ibemu-sm: PathRecords and MCMemberRecords), and perftest's multicast mode,
+smpquery and ibaddr (SMPs answered by the daemon's SMAs), perfquery (its
+PMA), saquery (the SA of ibemu-sm: NodeRecords, PathRecords and
+MCMemberRecords), and perftest's multicast mode,
 which joins its group through the SA (MCMemberRecord Set) and leaves it
 (Delete) when done."""
 import re
 
 import pytest
 
+from conftest import pingpong_pair
 from test_perftest import check_table, perftest, wait_fabric_idle
 
 
@@ -73,6 +75,25 @@ def test_saquery_node_records(fabric):
 def test_saquery_unknown_lid_has_no_path(fabric):
     r = fabric.run(["saquery", "-C", "ibemu0", "-P", "1", "-p", "--dlid", "999"], timeout=60)
     assert "dlid" not in r.stdout, r.stdout + r.stderr
+
+
+def perf_counters(fabric, *args):
+    out = run_ok(fabric, ["perfquery", "-C", "ibemu0", "-P", "1", *args])
+    return {k: int(v) for k, v in re.findall(r"^(Port\w+):\.+(\d+)$", out, re.M)}
+
+
+def test_perfquery_reads_and_clears_the_port_counters(fabric):
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "50", "-s", "1024"])
+    lid = str(port(fabric, "ibemu0", 1)["lid"])
+    basic = perf_counters(fabric, lid, "1")
+    status = port(fabric, "ibemu0", 1)["counters"]
+    assert basic["PortXmitPkts"] == status["packets_out"] > 0, (basic, status)
+    assert basic["PortRcvData"] == status["bytes_in"] // 4, (basic, status)
+    extended = perf_counters(fabric, "-x", lid, "1")
+    assert extended["PortRcvPkts"] == basic["PortRcvPkts"], (basic, extended)
+    run_ok(fabric, ["perfquery", "-C", "ibemu0", "-P", "1", "-R", lid, "1"])
+    cleared = perf_counters(fabric, lid, "1")
+    assert cleared["PortXmitPkts"] == cleared["PortRcvData"] == 0, cleared
 
 
 def test_status_counts_mads(fabric):
