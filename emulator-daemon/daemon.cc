@@ -95,6 +95,8 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "mcast_attach") return do_mcast(s, req, true);
     if (op == "mcast_detach") return do_mcast(s, req, false);
     if (op == "resolve_mcast") return do_resolve_mcast(req, fds_out);
+    if (op == "resolve_srq" || op == "resolve_qp" || op == "resolve_session")
+      return do_resolve_owner(op, req, fds_out);
     if (op == "open_xrcd") return do_open_xrcd(s, req);
     if (op == "close_xrcd") return do_close_xrcd(s, req);
     if (op == "alloc_srqn") return do_srqn(s, req, true);
@@ -295,6 +297,32 @@ Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
   reply["owner"] = *owner;
   reply["device"] = port->device;
   reply["port"] = port->port;
+  if (req.value("want_fd", true)) {
+    int fd = dup(it->second.inbox_fd);
+    if (fd < 0) return error_reply(errno, "dup failed");
+    fds_out.push_back(fd);
+  }
+  return reply;
+}
+
+// Messages between the contexts of one HCA go to the inbox of the context
+// that owns an XRC SRQ (requests an XRC receive QP elsewhere forwards), a QP
+// (ibv_open_qp handles) or that is a session (answers). As `resolve`, with
+// the owner's session id.
+Json Daemon::do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out) {
+  std::optional<SessionId> owner;
+  if (op == "resolve_session") {
+    owner = req.at("session").get<SessionId>();
+  } else {
+    const int d = device_index(req.at("device"));
+    if (d < 0) return error_reply(ENODEV, "no such device");
+    owner = op == "resolve_srq" ? srqns_.owner(d, req.at("srqn").get<uint32_t>())
+                                : qps_.owner(d, req.at("qpn").get<uint32_t>());
+  }
+  auto it = owner ? clients_.find(*owner) : clients_.end();
+  if (it == clients_.end() || it->second.inbox_fd < 0) return error_reply(ENOENT, "no such owner");
+  Json reply = ok_reply();
+  reply["owner"] = *owner;
   if (req.value("want_fd", true)) {
     int fd = dup(it->second.inbox_fd);
     if (fd < 0) return error_reply(errno, "dup failed");

@@ -87,6 +87,11 @@ int ibemu_core_modify_srq(struct ibemu_core_srq* srq, const struct ibv_srq_attr*
 int ibemu_core_query_srq(struct ibemu_core_srq* srq, struct ibv_srq_attr* attr);
 int ibemu_core_post_srq_recv(struct ibemu_core_srq* srq, struct ibv_recv_wr* wr,
                              struct ibv_recv_wr** bad);
+/* ibv_open_qp: a handle on the XRC receive QP `qpn` of XRC domain `xrcd`,
+ * wherever it was created; `ibqp` is the libibverbs object its async events
+ * name. Destroying the handle closes only it. */
+struct ibemu_core_qp* ibemu_core_open_qp(struct ibemu_core_context* ctx, struct ibv_qp* ibqp,
+                                         uint32_t xrcd, uint32_t qpn, int* err);
 int ibemu_core_destroy_qp(struct ibemu_core_qp* qp);
 int ibemu_core_modify_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask);
 int ibemu_core_query_qp(struct ibemu_core_qp* qp, struct ibv_qp_attr* attr, int mask,

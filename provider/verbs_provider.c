@@ -457,6 +457,50 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   return q;
 }
 
+/* ibv_open_qp (the kernel's ib_open_qp): another handle on an XRC receive
+ * QP of the domain, found by number; the fields are those ibv_cmd_open_qp
+ * sets, and the state is unknown until the handle queries or modifies. */
+static struct ibv_qp* ibemu_open_qp(struct ibv_context* c, struct ibv_qp_open_attr* attr) {
+  const uint32_t required = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  struct ibemu_xrcd* xrcd;
+  struct ibemu_qp* qp;
+  int err;
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if ((attr->comp_mask & required) != required || !attr->xrcd ||
+      attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return NULL;
+  }
+  xrcd = (struct ibemu_xrcd*)attr->xrcd;
+  qp = calloc(1, sizeof(*qp));
+  if (!qp) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  qp->core = ibemu_core_open_qp(to_ctx(c)->core, &qp->vqp.qp, xrcd->id, attr->qp_num, &err);
+  if (!qp->core) {
+    free(qp);
+    errno = err;
+    return NULL;
+  }
+  struct ibv_qp* q = &qp->vqp.qp;
+  q->context = c;
+  q->qp_context = attr->qp_context;
+  q->qp_type = IBV_QPT_XRC_RECV;
+  q->state = IBV_QPS_UNKNOWN;
+  q->qp_num = attr->qp_num;
+  q->handle = attr->qp_num;
+  q->events_completed = 0;
+  pthread_mutex_init(&q->mutex, NULL);
+  pthread_cond_init(&q->cond, NULL);
+  qp->vqp.xrcd = &xrcd->vxrcd;
+  qp->vqp.comp_mask |= VERBS_QP_XRCD;
+  return q;
+}
+
 static struct ibv_qp* ibemu_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
   struct ibv_qp_init_attr_ex ex;
   struct ibv_qp* qp;
@@ -547,6 +591,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .get_srq_num = ibemu_get_srq_num,
     .modify_qp = ibemu_modify_qp,
     .modify_srq = ibemu_modify_srq,
+    .open_qp = ibemu_open_qp,
     .open_xrcd = ibemu_open_xrcd,
     .poll_cq = ibemu_poll_cq,
     .post_recv = ibemu_post_recv,

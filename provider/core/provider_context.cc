@@ -46,6 +46,7 @@ bool enough_cpus_to_spin() {
 }  // namespace
 
 ProviderContext::~ProviderContext() {
+  if (engine_) shared_qps_.context_closing();
   stopping_ = true;
   if (progress_.joinable()) {
     inbox_.wake();
@@ -91,6 +92,7 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
     for (int fd : fds) close(fd);
     return EIO;
   }
+  session_ = reply.value("session", uint64_t{0});
   void* p = mmap(nullptr, sizeof(StatePage), PROT_READ, MAP_SHARED, fds[0], 0);
   close(fds[0]);
   if (p == MAP_FAILED) return errno;
@@ -100,7 +102,8 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
       device_index_ = static_cast<int>(i);
   if (device_index_ < 0) return ENODEV;
 
-  if (int err = inbox_.create(wire::kMaxPacket + link::kSlotHeader, kInboxSlots)) return err;
+  // A slot holds a packet, or a message with a whole packet inside.
+  if (int err = inbox_.create(engine::kMaxMessage + link::kSlotHeader, kInboxSlots)) return err;
   int inbox_dup = dup(inbox_.fd());
   if (daemon_.request({{"op", "register_inbox"}}, &reply, {inbox_dup}) ||
       !reply.value("ok", false)) {
@@ -159,10 +162,14 @@ void ProviderContext::post_async_event(uint64_t element, uint32_t type) noexcept
 int ProviderContext::drain_inbox(int budget) noexcept {
   int n = 0;
   size_t len;
+  link::SlotKind kind;
   while (n < budget) {
-    const uint8_t* pkt = inbox_.peek(&len);
+    const uint8_t* pkt = inbox_.peek(&len, &kind);
     if (!pkt) break;
-    engine_->receive(pkt, len);
+    if (kind == link::SlotKind::kPacket)
+      engine_->receive(pkt, len);
+    else if (!engine_->receive_message(pkt, len))
+      shared_qps_.receive(pkt, len);
     inbox_.pop();
     ++n;
   }

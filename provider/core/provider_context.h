@@ -11,6 +11,7 @@
 #include "common/control_channel.h"
 #include "common/counter_page.h"
 #include "common/state_page.h"
+#include "provider/core/shared_xrc_qps.h"
 #include "provider/core/shm_link.h"
 #include "transport/engine/hca_engine.h"
 #include "transport/link/shm_ring.h"
@@ -36,6 +37,11 @@ class ProviderContext : public engine::PortTable {
 
   engine::HcaEngine& engine() { return *engine_; }
   ControlClient& daemon() { return daemon_; }
+  ShmLink& link() { return *link_; }
+  /// ibv_open_qp's handles on XRC receive QPs, of this context and others.
+  SharedXrcQps& shared_qps() { return shared_qps_; }
+  /// The daemon session of this context: how other contexts address it.
+  uint64_t session() const { return session_; }
   int async_read_fd() const { return async_pipe_[0]; }
   /// Drains the inbox from an application thread (poll_cq found nothing):
   /// on a busy host this beats waiting for the progress thread to be
@@ -65,8 +71,10 @@ class ProviderContext : public engine::PortTable {
   std::atomic<int64_t> last_app_poll_{0};
   CounterPage counters_;     // this context's port counters, shared with ibemud
   uint64_t context_id_ = 0;  // ibemud's name for this context
+  uint64_t session_ = 0;
   std::unique_ptr<ShmLink> link_;
   std::unique_ptr<engine::HcaEngine> engine_;
+  SharedXrcQps shared_qps_{*this};
   std::thread progress_;
   std::atomic<bool> stopping_{false};
   int async_pipe_[2] = {-1, -1};

@@ -74,9 +74,10 @@ std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid
   return group.rings;
 }
 
-bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len) noexcept {
+bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
+                   link::SlotKind kind) noexcept {
   for (int i = 0; i < kFullRetries; ++i) {
-    if (ring.push(packet, len)) return true;
+    if (ring.push(packet, len, kind)) return true;
     std::this_thread::yield();
   }
   return false;
@@ -93,6 +94,95 @@ bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
   auto ring = resolve(dlid, dest_qp);
   if (!ring) return false;  // nobody there: the fabric drops it
   return push(*ring, packet, len);
+}
+
+// --- messages between contexts of this HCA ---
+
+std::shared_ptr<link::ShmRing> ShmLink::ask(const Json& request, uint64_t* owner) noexcept {
+  Json reply;
+  std::vector<int> fds;
+  if (daemon_->request(request, &reply, {}, &fds) != 0 || !reply.value("ok", false) ||
+      fds.size() != 1) {
+    for (int fd : fds) close(fd);
+    return nullptr;
+  }
+  *owner = reply.value("owner", uint64_t{0});
+  return ring_of(*owner, fds[0]);
+}
+
+bool ShmLink::session_alive(uint64_t session) noexcept {
+  Json reply;
+  return daemon_->request({{"op", "resolve_session"}, {"session", session}, {"want_fd", false}},
+                          &reply) == 0 &&
+         reply.value("ok", false);
+}
+
+engine::Delivery ShmLink::deliver(const std::shared_ptr<link::ShmRing>& ring, uint64_t owner,
+                                  const uint8_t* msg, size_t len) noexcept {
+  if (push(*ring, msg, len, link::SlotKind::kMessage)) return engine::Delivery::kDelivered;
+  // Nobody drains a context that is gone: its ring stays full.
+  return session_alive(owner) ? engine::Delivery::kDropped : engine::Delivery::kNoRoute;
+}
+
+// SRQ owners are cached for good: SRQ numbers are not reused soon, and a
+// request for an SRQ its owner destroyed gets that owner's refusal.
+engine::Delivery ShmLink::to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept {
+  Owner owner;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = srq_owners_.find(srqn);
+    if (it != srq_owners_.end()) {
+      owner = it->second;
+    } else {
+      owner.ring =
+          ask({{"op", "resolve_srq"}, {"device", device_}, {"srqn", srqn}}, &owner.session);
+      if (!owner.ring) return engine::Delivery::kNoRoute;
+      srq_owners_[srqn] = owner;
+    }
+  }
+  const engine::Delivery d = deliver(owner.ring, owner.session, msg, len);
+  if (d == engine::Delivery::kNoRoute) {
+    std::lock_guard lock(mutex_);
+    srq_owners_.erase(srqn);
+  }
+  return d;
+}
+
+engine::Delivery ShmLink::to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept {
+  std::shared_ptr<link::ShmRing> ring;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = contexts_.find(context);
+    if (it != contexts_.end()) {
+      ring = it->second;
+    } else {
+      uint64_t owner = 0;
+      ring = ask({{"op", "resolve_session"}, {"session", context}}, &owner);
+      if (!ring) return engine::Delivery::kNoRoute;
+      contexts_[context] = ring;
+    }
+  }
+  const engine::Delivery d = deliver(ring, context, msg, len);
+  if (d == engine::Delivery::kNoRoute) {
+    std::lock_guard lock(mutex_);
+    contexts_.erase(context);
+  }
+  return d;
+}
+
+bool ShmLink::srq_owner_alive(uint32_t srqn) noexcept {
+  Json reply;
+  const bool known =
+      daemon_->request(
+          {{"op", "resolve_srq"}, {"device", device_}, {"srqn", srqn}, {"want_fd", false}},
+          &reply) == 0 &&
+      reply.value("ok", false);
+  std::lock_guard lock(mutex_);
+  auto it = srq_owners_.find(srqn);
+  if (known && (it == srq_owners_.end() || it->second.session == reply.value("owner", 0ull)))
+    return true;
+  if (it != srq_owners_.end()) srq_owners_.erase(it);
+  return false;
 }
 
 }  // namespace ibemu::provider

@@ -1,7 +1,9 @@
 #pragma once
 // The provider's link to other HCA contexts on this host: packets for
-// (DLID, QPN) go into the inbox ring of the process that owns that QP. The
-// daemon says which inbox that is; answers are cached per destination.
+// (DLID, QPN) go into the inbox ring of the process that owns that QP, and
+// messages between contexts of one HCA (transport/engine/context_link.h) into
+// the inbox of the context that owns an XRC SRQ or of a context by its daemon
+// session. The daemon says which inbox that is; answers are cached.
 #include <chrono>
 #include <map>
 #include <memory>
@@ -14,9 +16,10 @@
 
 namespace ibemu::provider {
 
-class ShmLink : public engine::PacketSink {
+class ShmLink : public engine::PacketSink, public engine::ContextLink {
  public:
-  explicit ShmLink(ControlClient* daemon) : daemon_(daemon) {}
+  /// `device`: the daemon's index of the HCA (XRC SRQ numbers are per HCA).
+  ShmLink(ControlClient* daemon, int device) : daemon_(daemon), device_(device) {}
 
   bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override;
@@ -42,6 +45,12 @@ class ShmLink : public engine::PacketSink {
   std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
   std::map<uint16_t, Group> groups_;                           // by MLID
   std::map<uint64_t, std::weak_ptr<link::ShmRing>> by_owner_;  // daemon session → ring
+  struct Owner {
+    uint64_t session = 0;
+    std::shared_ptr<link::ShmRing> ring;
+  };
+  std::map<uint32_t, Owner> srq_owners_;                         // XRC SRQ number → owner
+  std::map<uint64_t, std::shared_ptr<link::ShmRing>> contexts_;  // contexts messages went to
 };
 
 }  // namespace ibemu::provider

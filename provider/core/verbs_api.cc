@@ -51,11 +51,15 @@ struct ibemu_core_srq {
 
 struct ibemu_core_qp {
   ibemu_core_context* owner = nullptr;
-  std::shared_ptr<Qp> qp;
+  std::shared_ptr<Qp> qp;  // null: a handle on an XRC receive QP of another context
   ibemu_core_cq* send_cq = nullptr;
   ibemu_core_cq* recv_cq = nullptr;
   ibemu_core_srq* srq = nullptr;
   QpInit init;
+  // XRC receive QPs: every handle, the creator's and those of ibv_open_qp
+  // (provider/core/shared_xrc_qps.h), names the context whose QP it is.
+  uint64_t qp_context = 0;
+  uintptr_t handle = 0;  // the ibv_qp
 };
 
 // The engine's enums carry the verbs ABI's values.
@@ -429,22 +433,55 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->init.srq = srq ? srq->srq.get() : nullptr;
   if (srq) srq->users++;
   auto* ctx = &c->ctx;
-  // QpEvent carries ibv_event_type's values; the element is the ibv_qp.
-  q->qp = c->ctx.engine().create_qp(q->init, [ctx, ibqp](uint32_t, QpEvent ev) {
-    ctx->post_async_event(reinterpret_cast<uintptr_t>(ibqp), static_cast<uint32_t>(ev));
-  });
+  if (type == QpType::kXrcRecv) {
+    // Its events go to every handle on it (ibv_open_qp), wherever they are.
+    q->qp_context = ctx->session();
+    q->handle = reinterpret_cast<uintptr_t>(ibqp);
+    ctx->shared_qps().created(q->init.qpn, q->handle);
+    q->qp = ctx->engine().create_qp(q->init, [ctx](uint32_t qpn, QpEvent ev) {
+      ctx->shared_qps().raise(qpn, static_cast<uint32_t>(ev));
+    });
+  } else {
+    // QpEvent carries ibv_event_type's values; the element is the ibv_qp.
+    q->qp = ctx->engine().create_qp(q->init, [ctx, ibqp](uint32_t, QpEvent ev) {
+      ctx->post_async_event(reinterpret_cast<uintptr_t>(ibqp), static_cast<uint32_t>(ev));
+    });
+  }
   if (send_cq) send_cq->users++;
   if (recv_cq) recv_cq->users++;
   *qpn = q->init.qpn;
   return q;
 }
 
+ibemu_core_qp* ibemu_core_open_qp(ibemu_core_context* c, ibv_qp* ibqp, uint32_t xrcd, uint32_t qpn,
+                                  int* err) {
+  auto* q = new (std::nothrow) ibemu_core_qp;
+  if (!q) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  q->owner = c;
+  q->init.type = QpType::kXrcRecv;
+  q->init.qpn = qpn;
+  q->init.xrcd = xrcd;
+  q->handle = reinterpret_cast<uintptr_t>(ibqp);
+  if ((*err = c->ctx.shared_qps().open(qpn, xrcd, q->handle, &q->qp_context))) {
+    delete q;
+    return nullptr;
+  }
+  if (q->qp_context == c->ctx.session()) q->qp = c->ctx.engine().find_qp(qpn);
+  return q;
+}
+
 int ibemu_core_destroy_qp(ibemu_core_qp* q) {
   ibemu_core_context* c = q->owner;
-  c->ctx.engine().destroy_qp(q->init.qpn);
-  Json reply;
-  c->ctx.daemon().request(
-      {{"op", "destroy_qp"}, {"device", c->ctx.device_index()}, {"qpn", q->init.qpn}}, &reply);
+  if (q->handle) {
+    // An XRC receive QP stays while any handle on it does (ib_open_qp).
+    c->ctx.shared_qps().close(q->qp_context, q->init.qpn, q->handle);
+    delete q;
+    return 0;
+  }
+  provider::destroy_engine_qp(c->ctx, q->init.qpn);
   for (ibemu_core_cq* cq : {q->send_cq, q->recv_cq})
     if (cq) {
       cq->cq->purge_qp(q->init.qpn);
@@ -458,6 +495,7 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
 // The group is joined on this HCA (its engine delivers to the QP) and in the
 // daemon (the emulated switch copies packets for the MLID to this process).
 static int change_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid, bool attach) {
+  if (!q->qp) return EINVAL;  // XRC receive QPs are not UD
   std::array<uint8_t, 16> mgid;
   std::memcpy(mgid.data(), gid->raw, 16);
   HcaEngine& engine = q->owner->ctx.engine();
@@ -638,15 +676,18 @@ int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) return EINVAL;
   if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > q->owner->ctx.num_ports()))
     return EINVAL;
-  if ((mask & IBV_QP_PATH_MTU) &&
-      a->path_mtu >
-          q->owner->ctx.port_view(q->qp->query().port_num ? q->qp->query().port_num : 1).max_mtu)
-    return EINVAL;
-  return q->qp->modify(attr, static_cast<uint32_t>(mask));
+  if (!q->qp)
+    return q->owner->ctx.shared_qps().modify(q->qp_context, q->init.qpn, attr,
+                                             static_cast<uint32_t>(mask));
+  return provider::modify_engine_qp(q->owner->ctx, *q->qp, attr, static_cast<uint32_t>(mask));
 }
 
 int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_attr* init) {
-  QpAttr a = q->qp->query();
+  QpAttr a;
+  if (q->qp)
+    a = q->qp->query();
+  else if (int err = q->owner->ctx.shared_qps().query(q->qp_context, q->init.qpn, &a))
+    return err;
   ibv_qp_attr r{};
   r.qp_state = static_cast<ibv_qp_state>(a.qp_state);
   r.cur_qp_state = static_cast<ibv_qp_state>(a.cur_qp_state);
@@ -682,6 +723,10 @@ int ibemu_core_query_qp(ibemu_core_qp* q, ibv_qp_attr* out, int, ibv_qp_init_att
 }
 
 int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (!q->qp) {  // an XRC receive QP has no send queue, here or elsewhere
+    *bad = wr;
+    return EINVAL;
+  }
   const bool datagram = q->init.type == QpType::kUd;
   const bool xrc = q->init.type == QpType::kXrcSend;
   auto convert = [datagram, xrc](const ibv_send_wr& wr, SendWqe& w) {
@@ -723,6 +768,10 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  if (!q->qp) {
+    *bad = wr;
+    return EINVAL;
+  }
   auto convert = [](const ibv_recv_wr& wr, RecvWqe& w) {
     w.wr_id = wr.wr_id;
     copy_sges(wr, w);
@@ -750,4 +799,19 @@ AddressVector ibemu::provider::to_av(const ibv_ah_attr& a) noexcept {
   av.hop_limit = a.grh.hop_limit;
   av.traffic_class = a.grh.traffic_class;
   return av;
+}
+
+int ibemu::provider::modify_engine_qp(provider::ProviderContext& ctx, engine::Qp& qp,
+                                      const engine::QpAttr& attr, uint32_t mask) noexcept {
+  if ((mask & kQpPathMtu) &&
+      attr.path_mtu > ctx.port_view(qp.query().port_num ? qp.query().port_num : 1).max_mtu)
+    return EINVAL;
+  return qp.modify(attr, mask);
+}
+
+void ibemu::provider::destroy_engine_qp(provider::ProviderContext& ctx, uint32_t qpn) noexcept {
+  ctx.engine().destroy_qp(qpn);
+  Json reply;
+  ctx.daemon().request({{"op", "destroy_qp"}, {"device", ctx.device_index()}, {"qpn", qpn}},
+                       &reply);
 }

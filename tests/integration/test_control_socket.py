@@ -39,6 +39,11 @@ def test_malformed_requests_get_errors_and_the_daemon_keeps_serving(fabric):
         {"op": "smp", "device": 0, "port": 1, "mad": "00" * 3},
         {"op": "register_inbox"},                   # no fd attached
         {"op": "sm_attach", "device": 5, "port": 1},
+        {"op": "resolve_srq", "device": 0, "srqn": 0x99},   # nobody holds it
+        {"op": "resolve_srq", "device": 7, "srqn": 0x10},
+        {"op": "resolve_qp", "device": 0},
+        {"op": "resolve_session", "session": 1 << 40},
+        {"op": "resolve_session", "session": "x"},
     ]
     for case in cases:
         reply = request(s, case)

@@ -52,11 +52,14 @@ class FakePorts : public PortTable {
   PortAddress addr_;
 };
 
-/// A packet as it went onto the fake link.
+/// A packet as it went onto the fake link (or a message between contexts
+/// of one HCA, which the link carries in the same order).
 struct WirePacket {
   uint16_t dlid = 0;
   uint32_t dest_qp = 0;
   std::vector<uint8_t> bytes;
+  bool message = false;
+  uint64_t to_context = 0;  // messages: the destination context
 
   wire::PacketView view() const {
     wire::PacketView v;
@@ -77,10 +80,43 @@ struct WirePacket {
 enum class Fate { kDeliver, kDrop, kDuplicate, kDelay };
 
 /// A link that queues every transmitted packet and delivers only when the test
-/// says so, to the engine that owns the packet's DLID.
-class FakeLink : public PacketSink {
+/// says so, to the engine that owns the packet's DLID (of several engines of
+/// one HCA at one LID, the one that has the destination QP). It also carries
+/// the messages between contexts of one HCA (context_link.h), in order with
+/// the packets; they are not in log().
+class FakeLink : public PacketSink, public ContextLink {
  public:
-  void attach(uint16_t lid, HcaEngine* engine) { engines_[lid] = engine; }
+  void attach(uint16_t lid, HcaEngine* engine) { engines_.emplace(lid, engine); }
+  /// A context that messages reach as `id`.
+  void attach_context(uint64_t id, HcaEngine* engine) { contexts_[id] = engine; }
+  /// Context `owner` has XRC SRQ `srqn` (a negative answer once it is forgotten).
+  void attach_srq(uint32_t srqn, uint64_t owner) { srq_owners_[srqn] = owner; }
+  void detach_srq(uint32_t srqn) { srq_owners_.erase(srqn); }
+
+  Delivery to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept override {
+    auto it = srq_owners_.find(srqn);
+    if (it == srq_owners_.end()) return Delivery::kNoRoute;
+    return to_context(it->second, msg, len);
+  }
+  Delivery to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept override {
+    if (!contexts_.count(context)) return Delivery::kNoRoute;
+    WirePacket m;
+    m.bytes.assign(msg, msg + len);
+    m.message = true;
+    m.to_context = context;
+    ++messages_sent;
+    queue_.push_back(std::move(m));
+    return Delivery::kDelivered;
+  }
+  bool srq_owner_alive(uint32_t srqn) noexcept override { return srq_owners_.count(srqn) != 0; }
+
+  /// Messages to the contexts this says are held wait until release_messages().
+  std::function<bool(uint64_t context)> hold_messages_to;
+  void release_messages() {
+    for (WirePacket& m : held_messages_) queue_.push_back(std::move(m));
+    held_messages_.clear();
+  }
+  size_t messages_sent = 0;
 
   bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override {
@@ -101,6 +137,13 @@ class FakeLink : public PacketSink {
       WirePacket p = std::move(queue_.front());
       queue_.pop_front();
       ++n;
+      if (p.message) {
+        if (hold_messages_to && hold_messages_to(p.to_context))
+          held_messages_.push_back(std::move(p));
+        else
+          contexts_[p.to_context]->receive_message(p.bytes.data(), p.bytes.size());
+        continue;
+      }
       const Fate fate = policy ? policy(p) : Fate::kDeliver;
       if (fate == Fate::kDelay && !held_) {
         held_ = std::move(p);
@@ -131,11 +174,18 @@ class FakeLink : public PacketSink {
 
  private:
   void dispatch(const WirePacket& p) {
-    auto it = engines_.find(p.dlid);
-    if (it != engines_.end()) it->second->receive(p.bytes.data(), p.bytes.size());
+    auto [first, last] = engines_.equal_range(p.dlid);
+    if (first == last) return;
+    HcaEngine* to = first->second;
+    for (auto it = first; it != last; ++it)
+      if (it->second->find_qp(p.dest_qp)) to = it->second;
+    to->receive(p.bytes.data(), p.bytes.size());
   }
 
-  std::map<uint16_t, HcaEngine*> engines_;
+  std::multimap<uint16_t, HcaEngine*> engines_;
+  std::map<uint64_t, HcaEngine*> contexts_;
+  std::map<uint32_t, uint64_t> srq_owners_;
+  std::vector<WirePacket> held_messages_;
   std::deque<WirePacket> queue_;
   std::optional<WirePacket> held_;
   std::vector<WirePacket> log_;
@@ -362,10 +412,11 @@ struct ConnectParams {
 struct Endpoint {
   Endpoint(FakeLink& link, uint16_t lid, uint64_t guid, uint32_t qpn, const ConnectParams& p)
       : ports(lid, guid),
-        engine(&link, &ports),
+        engine(&link, &ports, nullptr, &link, lid),
         send_cq(p.cq_capacity, [this] { ++send_events; }),
         recv_cq(p.cq_capacity, [this] { ++recv_events; }) {
     link.attach(lid, &engine);
+    link.attach_context(lid, &engine);
     qp = create_qp(qpn, p);
   }
 

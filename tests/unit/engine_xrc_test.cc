@@ -41,7 +41,7 @@ struct Xrc : ::testing::Test {
     QpAttr at;
     at.qp_state = QpState::kInit;
     at.port_num = 1;
-    at.qp_access_flags = kRemote;
+    at.qp_access_flags = kRemote | kAccessRemoteAtomic;
     EXPECT_EQ(recv->modify(at, testing::init_mask(QpType::kRc)), 0);
     at.qp_state = QpState::kRtr;
     at.ah.dlid = kLidA;
@@ -53,7 +53,7 @@ struct Xrc : ::testing::Test {
     at.min_rnr_timer = 1;
     EXPECT_EQ(recv->modify(at, testing::rtr_mask(QpType::kRc)), 0);
     src = testing::register_region(a.engine, 4096, kLocal, 0x3c);
-    dst = testing::register_region(b.engine, 4096, kRemote, 0);
+    dst = testing::register_region(b.engine, 4096, kRemote | kAccessRemoteAtomic, 0);
   }
   std::shared_ptr<Qp> make(testing::Endpoint& e, QpType type, uint32_t qpn, uint32_t xrcd) {
     QpInit init;
@@ -121,6 +121,25 @@ TEST_F(Xrc, GivenRdmaWriteThroughAnSrqExpectItsPdChecked) {
   ASSERT_EQ(testing::post(*send, to_srq(w, kSrqn)), 0);
   ASSERT_TRUE(run_until([&] { return a.send_wcs.size() == 2; }));
   EXPECT_EQ(a.send_wcs[1].status, WcStatus::kRemAccessErr);
+}
+
+TEST_F(Xrc, GivenAtomicsThroughAnSrqExpectEachExecutedAsItsOpcodeSays) {
+  dst.bytes[8] = 40;
+  ASSERT_EQ(
+      testing::post(*send, to_srq(testing::atomic_wr(1, WrOpcode::kAtomicCmpAndSwp, {src.sge(0, 8)},
+                                                     dst.addr(8), dst.key, 40, 7),
+                                  kSrqn)),
+      0);
+  ASSERT_TRUE(run_until([&] { return a.send_wcs.size() == 1; }));
+  EXPECT_EQ(a.send_wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(dst.bytes[8], 7) << "XRC_COMPARE_SWAP swaps (it is no FetchAdd)";
+  ASSERT_EQ(
+      testing::post(*send, to_srq(testing::atomic_wr(2, WrOpcode::kAtomicFetchAndAdd,
+                                                     {src.sge(8, 8)}, dst.addr(8), dst.key, 3),
+                                  kSrqn)),
+      0);
+  ASSERT_TRUE(run_until([&] { return a.send_wcs.size() == 2; }));
+  EXPECT_EQ(dst.bytes[8], 10);
 }
 
 TEST_F(Xrc, GivenSrqOfAnotherDomainOrNoneExpectInvalidRequest) {

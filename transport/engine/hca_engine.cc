@@ -7,12 +7,17 @@
 
 namespace ibemu::engine {
 
-HcaEngine::HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters)
-    : sink_(sink), ports_(ports), counters_(counters ? counters : &own_counters_) {}
+HcaEngine::HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters,
+                     ContextLink* contexts, uint64_t context_id)
+    : sink_(sink),
+      ports_(ports),
+      contexts_(contexts),
+      context_id_(context_id),
+      counters_(counters ? counters : &own_counters_) {}
 
 std::shared_ptr<Qp> HcaEngine::create_qp(const QpInit& init,
                                          std::function<void(uint32_t, QpEvent)> on_event) {
-  QpEnv env{&mrs_, sink_, ports_, std::move(on_event), counters_, &srqs_};
+  QpEnv env{&mrs_, sink_, ports_, std::move(on_event), counters_, &srqs_, contexts_, context_id_};
   auto qp = std::make_shared<Qp>(init, env);
   std::unique_lock lock(qps_mutex_);
   qps_[init.qpn] = qp;
@@ -59,6 +64,28 @@ void HcaEngine::receive(const uint8_t* data, size_t len) noexcept {
     return;
   }
   qp->receive(pkt);
+}
+
+bool HcaEngine::receive_message(const uint8_t* data, size_t len) noexcept {
+  MessageHeader h;
+  if (!read_header(data, len, &h)) return true;  // not a message of this build: dropped
+  switch (h.kind) {
+    case MessageKind::kXrcRequest:
+      serve_xrc_request(data, len);
+      return true;
+    case MessageKind::kXrcCompletion:
+      serve_xrc_completion(data, len);
+      return true;
+    case MessageKind::kXrcVerdict: {
+      if (len != sizeof(XrcVerdict)) return true;
+      XrcVerdict v;
+      std::memcpy(&v, data, sizeof(v));
+      if (auto qp = find_qp(v.qpn)) qp->receive_verdict(v);
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 // A multicast packet goes to every QP attached to its group: same MLID and,

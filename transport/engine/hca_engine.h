@@ -1,8 +1,9 @@
 #pragma once
 // One HCA context's transport: its QPs by number, its memory regions, and the
-// two entry points of the progress thread — an incoming packet, and the timer
-// scan. Checks that need no QP state (IBA 9.6: packet well-formed, DLID is one
-// of ours, destination QP exists) happen here before a QP sees the packet.
+// entry points of the progress thread — an incoming packet, a message from
+// another context of the HCA, and the timer scan. Checks that need no QP
+// state (IBA 9.6: packet well-formed, DLID is one of ours, destination QP
+// exists) happen here before a QP sees the packet.
 #include <array>
 #include <atomic>
 #include <map>
@@ -10,6 +11,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "transport/engine/context_link.h"
 #include "transport/engine/counters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/qp.h"
@@ -19,8 +21,11 @@ namespace ibemu::engine {
 class HcaEngine {
  public:
   /// `counters` may be given (shared memory the daemon reads); by default
-  /// the engine keeps its own.
-  HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters = nullptr);
+  /// the engine keeps its own. `contexts` reaches the other contexts of the
+  /// HCA, which address this one as `context_id`; without it, requests for
+  /// XRC SRQs of other contexts are refused.
+  HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* counters = nullptr,
+            ContextLink* contexts = nullptr, uint64_t context_id = 0);
 
   MrTable& mrs() { return mrs_; }
   SrqDirectory& srqs() { return srqs_; }
@@ -39,6 +44,9 @@ class HcaEngine {
 
   /// Progress thread: one received packet (bytes may be reused after return).
   void receive(const uint8_t* data, size_t len) noexcept;
+  /// Progress thread: a message from another context of the HCA
+  /// (context_link.h). False when it is none of the engine's kinds.
+  bool receive_message(const uint8_t* data, size_t len) noexcept;
   /// Progress thread: runs timers; returns the earliest next deadline or 0.
   Nanos run_timers(Nanos now) noexcept;
 
@@ -49,9 +57,15 @@ class HcaEngine {
   void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
   /// The port that answers to `dlid`, or 0.
   uint8_t port_for_dlid(uint16_t dlid) const noexcept;
+  // xrc_srq_host.cc: requests that XRC receive QPs of other contexts
+  // forwarded to this context's SRQs.
+  void serve_xrc_request(const uint8_t* data, size_t len) noexcept;
+  void serve_xrc_completion(const uint8_t* data, size_t len) noexcept;
 
   PacketSink* sink_;
   const PortTable* ports_;
+  ContextLink* contexts_;
+  uint64_t context_id_;
   MrTable mrs_;
   SrqDirectory srqs_;
   EngineCounters own_counters_;

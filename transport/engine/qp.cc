@@ -35,6 +35,11 @@ void Qp::reset_transport_state() noexcept {
   req_ = Requester{};
   comp_ = Completer{};
   resp_ = Responder{};
+  // A verdict still owed belongs to the QP's past: its sequence number will
+  // not match again.
+  const uint32_t seq = fwd_.seq;
+  fwd_ = Forwarding{};
+  fwd_.seq = seq;
   sq_.reset(init_.max_send_wr);
   rq_.reset(init_.max_recv_wr);
 }
@@ -99,6 +104,7 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
     }
   }
   if (to == QpState::kErr && from != QpState::kErr) {
+    xrc_abandon();
     flush_send_queue();
     flush_recv_queue();
     last_wqe_reached();
@@ -261,21 +267,20 @@ void Qp::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noexcep
 
 void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
                        uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept {
-  Completion c;
-  c.wr_id = wqe.wr_id;
-  c.status = status;
-  c.opcode = op;
-  c.byte_len = byte_len;
-  c.imm_data = imm;
-  c.wc_flags = wc_flags;
+  Completion c = recv_completion(wqe, status, op, byte_len, imm, wc_flags, slid);
   c.qp_num = init_.qpn;
   c.src_qp = attr_.dest_qp_num;
-  c.slid = slid;
   c.sl = attr_.ah.sl;
   push_recv_completion(c, solicited);
 }
 
 void Qp::push_recv_completion(const Completion& c, bool solicited) noexcept {
+  // A WQE taken from another context's SRQ completes on that SRQ's CQ, which
+  // only its owner may touch.
+  if (fwd_.held_srqn) {
+    xrc_send_completion(fwd_.held_srqn, c, solicited);
+    return;
+  }
   if (init_.recv_cq && !init_.recv_cq->push(c, solicited)) on_cq_overrun();
 }
 
@@ -308,30 +313,37 @@ void Qp::flush_recv_queue() noexcept {
   resp_.in_send = false;
 }
 
-bool Qp::recv_ready() noexcept { return init_.srq ? !init_.srq->empty() : !rq_.empty(); }
+// An XRC receive QP has no receive queue: a WQE it holds came from an SRQ,
+// here or in another context.
+bool Qp::recv_ready() noexcept {
+  if (uses_srq()) return init_.srq && !init_.srq->empty();
+  return !rq_.empty();
+}
 
 RecvWqe* Qp::recv_take() noexcept {
-  if (!init_.srq) return rq_.empty() ? nullptr : &rq_.at(rq_.head());
-  if (!resp_.srq_wqe_held) resp_.srq_wqe_held = init_.srq->take(&resp_.srq_wqe);
+  if (!uses_srq()) return rq_.empty() ? nullptr : &rq_.at(rq_.head());
+  if (!resp_.srq_wqe_held && init_.srq) resp_.srq_wqe_held = init_.srq->take(&resp_.srq_wqe);
   return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
 }
 
 RecvWqe* Qp::recv_current() noexcept {
-  if (init_.srq) return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
+  if (uses_srq()) return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
   return rq_.empty() ? nullptr : &rq_.at(rq_.head());
 }
 
 void Qp::recv_done() noexcept {
-  if (init_.srq)
+  if (uses_srq()) {
     resp_.srq_wqe_held = false;
-  else
+    fwd_.held_srqn = 0;
+  } else {
     rq_.pop();
+  }
 }
 
 // IBA 11.6.3.1 / 10.3.1: a QP on an SRQ in the error state will take no
 // further WQE from it; the consumer learns so before it destroys the QP.
 void Qp::last_wqe_reached() noexcept {
-  if (init_.srq && env_.on_event) env_.on_event(init_.qpn, QpEvent::kLastWqeReached);
+  if ((init_.srq || fwd_.srqn) && env_.on_event) env_.on_event(init_.qpn, QpEvent::kLastWqeReached);
 }
 
 // IBA 10.3.1.4: in SQD the messages already begun are finished; the send
@@ -350,6 +362,7 @@ void Qp::check_sq_drained() noexcept {
 
 void Qp::enter_error() noexcept {
   if (attr_.qp_state == QpState::kErr) return;
+  xrc_abandon();
   attr_.qp_state = QpState::kErr;
   attr_.cur_qp_state = QpState::kErr;
   flush_send_queue();
@@ -369,7 +382,10 @@ void Qp::receive(const wire::PacketView& pkt) noexcept {
 
 Nanos Qp::on_timer(Nanos now) noexcept {
   std::lock_guard lock(mutex_);
-  return completer_timer(now);
+  const Nanos completer = completer_timer(now);
+  const Nanos forwarding = xrc_timer(now);
+  if (!completer || !forwarding) return completer ? completer : forwarding;
+  return std::min(completer, forwarding);
 }
 
 }  // namespace ibemu::engine

@@ -8,17 +8,22 @@
 // Locking: every entry point takes mutex_; it is held while packets are built
 // and while completions are pushed (lock order: QP, then CQ).
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "transport/engine/completion_queue.h"
+#include "transport/engine/context_link.h"
 #include "transport/engine/counters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
+#include "transport/engine/response_path.h"
 #include "transport/engine/shared_receive_queue.h"
 #include "transport/engine/timing.h"
 #include "transport/engine/types.h"
 #include "transport/engine/work_queues.h"
+#include "transport/engine/xrc_forwarding.h"
 #include "transport/wire/packet.h"
 
 namespace ibemu::engine {
@@ -53,6 +58,8 @@ struct QpEnv {
   std::function<void(uint32_t qpn, QpEvent)> on_event;
   EngineCounters* counters = nullptr;  // drops a QP decides on; may be null
   const SrqDirectory* srqs = nullptr;  // XRC SRQs of the context, by number
+  ContextLink* contexts = nullptr;     // the other contexts of this HCA; may be null
+  uint64_t context_id = 0;             // this context, as they address it
 };
 
 class Qp {
@@ -61,6 +68,8 @@ class Qp {
 
   uint32_t qpn() const { return init_.qpn; }
   QpType type() const { return init_.type; }
+  /// XRC receive QPs: their XRC domain.
+  uint32_t xrcd() const { return init_.xrcd; }
   /// RC and both XRC kinds: acknowledged, retried, in order (IBA 9.7, A14).
   bool reliable() const noexcept {
     return init_.type == QpType::kRc || init_.type == QpType::kXrcSend ||
@@ -82,6 +91,9 @@ class Qp {
   void receive(const wire::PacketView& pkt) noexcept;
   /// Runs retransmission and RNR timers; returns the next deadline (0 = none).
   Nanos on_timer(Nanos now) noexcept;
+  /// XRC receive QPs: the verdict on a request this QP forwarded to the
+  /// context that owns its SRQ (xrc_forwarding.cc).
+  void receive_verdict(const XrcVerdict& v) noexcept;
 
  private:
   // qp.cc
@@ -99,6 +111,7 @@ class Qp {
   void push_recv_completion(const Completion& c, bool solicited) noexcept;
   // The receive WQE of an inbound message (IBA 10.2.9.5): from the QP's own
   // receive queue or, with an SRQ, taken from it when the message begins.
+  bool uses_srq() const noexcept { return init_.srq || init_.type == QpType::kXrcRecv; }
   bool recv_ready() noexcept;
   RecvWqe* recv_take() noexcept;
   RecvWqe* recv_current() noexcept;
@@ -135,11 +148,24 @@ class Qp {
   void responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept;
   void responder_execute_atomic(const wire::PacketView& pkt) noexcept;
   void responder_replay_atomic(const wire::PacketView& pkt) noexcept;
+  void responder_finish(const wire::PacketView& pkt) noexcept;
+  void responder_atomic_done(uint32_t psn, uint64_t orig) noexcept;
   void send_ack(uint32_t psn, uint8_t syndrome) noexcept;
+  ResponsePath response_path() const noexcept;
   /// One response packet (ACK, READ response, atomic ACK) back to the requester.
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
+
+  // xrc_forwarding.cc: requests for XRC SRQs of other contexts
+  bool xrc_remote() const noexcept { return fwd_.srqn != 0; }
+  void xrc_forward(const wire::PacketView& pkt, bool replay) noexcept;
+  void xrc_apply(const wire::PacketView& pkt, const XrcVerdict& v) noexcept;
+  void xrc_park(const wire::PacketView& pkt) noexcept;
+  void xrc_resume() noexcept;
+  void xrc_abandon() noexcept;
+  void xrc_send_completion(uint32_t srqn, const Completion& c, bool solicited) noexcept;
+  Nanos xrc_timer(Nanos now) noexcept;
 
   // datagram.cc (UD, IBA 9.8.?)
   void datagram_send(SendWqe& wqe) noexcept;
@@ -202,6 +228,20 @@ class Qp {
     bool srq_wqe_held = false;  // the message in progress holds srq_wqe
     RecvWqe srq_wqe;
   } resp_;
+
+  // XRC receive QPs whose requests name SRQs of other contexts
+  // (xrc_forwarding.cc).
+  struct Forwarding {
+    uint32_t srqn = 0;       // the current packet's SRQ lives elsewhere (0: here)
+    uint32_t held_srqn = 0;  // resp_.srq_wqe came from that SRQ (0: from one here)
+    bool waiting = false;    // a request is with the SRQ's owner
+    bool replay = false;     // ... and it is a duplicate READ
+    uint32_t seq = 0;        // the request awaited
+    uint32_t pending_srqn = 0;
+    Nanos deadline = 0;                       // when to ask whether the SRQ's owner still lives
+    std::vector<uint8_t> request;             // the packet awaiting its verdict
+    std::deque<std::vector<uint8_t>> parked;  // packets behind it, in order
+  } fwd_;
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
 

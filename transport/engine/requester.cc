@@ -68,27 +68,7 @@ wire::Transport Qp::transport() const noexcept {
 // LRH and, for a global address vector, GRH toward the connected peer
 // (IBA 7.7, 8.3): both engines' packets leave through here.
 void Qp::fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept {
-  PortAddress me = env_.ports->port(attr_.port_num);
-  h.lrh.set_vl(0);
-  h.lrh.set_lver(0);
-  h.lrh.set_sl(av.sl);
-  h.lrh.set_dlid(av.dlid);
-  h.lrh.set_slid(static_cast<uint16_t>(me.lid | (av.src_path_bits & ((1u << me.lmc) - 1))));
-  h.has_grh = av.is_global;
-  h.lrh.set_lnh(av.is_global ? wire::kLnhIbaGlobal : wire::kLnhIbaLocal);
-  if (!av.is_global) return;
-  h.grh.set_ip_ver(6);
-  h.grh.set_tclass(av.traffic_class);
-  h.grh.set_flow_label(av.flow_label);
-  h.grh.set_next_hdr(0x1b);  // IBA 8.3.1: the next header is the BTH
-  h.grh.set_hop_limit(av.hop_limit);
-  uint8_t sgid[16];
-  for (int i = 0; i < 8; ++i) {
-    sgid[i] = static_cast<uint8_t>(me.subnet_prefix >> (56 - 8 * i));
-    sgid[8 + i] = static_cast<uint8_t>(me.port_guid >> (56 - 8 * i));
-  }
-  h.grh.set_sgid(sgid);
-  h.grh.set_dgid(av.dgid.data());
+  engine::fill_address_headers(h, av, env_.ports->port(attr_.port_num));
 }
 
 size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,

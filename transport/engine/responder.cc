@@ -3,6 +3,7 @@
 // regions, and acknowledges it.
 #include <cstring>
 
+#include "transport/engine/atomics.h"
 #include "transport/engine/qp.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/psn.h"
@@ -30,20 +31,16 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
   send_response(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge), psn, syndrome, nullptr, 0, 0);
 }
 
+ResponsePath Qp::response_path() const noexcept {
+  return ResponsePath{attr_.ah, attr_.port_num, static_cast<uint8_t>(transport()),
+                      attr_.dest_qp_num, resp_.msn};
+}
+
 void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                        uint32_t len, uint64_t atomic_orig) noexcept {
-  wire::PacketHeaders h;
-  fill_address_headers(h, attr_.ah);
-  h.bth.set_opcode(for_transport(opcode));
-  h.bth.set_pkey(0xffff);
-  h.bth.set_dest_qp(attr_.dest_qp_num);
-  h.bth.set_psn(psn);
-  h.aeth.set_syndrome(syndrome);
-  h.aeth.set_msn(resp_.msn);
-  h.atomic_ack_eth.set_orig_data(atomic_orig);
-  size_t hlen = wire::write_headers(tx_buf_, h);
-  if (len) std::memcpy(tx_buf_ + hlen, payload, len);
-  size_t total = wire::finalize_packet(tx_buf_, hlen, len, env_.sink->wants_crcs());
+  const size_t total =
+      write_response(tx_buf_, response_path(), env_.ports->port(attr_.port_num), opcode, psn,
+                     syndrome, payload, len, atomic_orig, env_.sink->wants_crcs());
   transmit(attr_.ah.dlid, attr_.dest_qp_num, tx_buf_, total);
 }
 
@@ -85,6 +82,12 @@ bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
 }
 
 void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
+  // Nothing passes a request whose verdict another context still owes
+  // (xrc_forwarding.cc): the packets behind it wait their turn.
+  if (fwd_.waiting) {
+    xrc_park(pkt);
+    return;
+  }
   if (!rq_can_receive()) return;               // C9-..: packets to a QP not ready are dropped
   if (init_.type == QpType::kXrcSend) return;  // an initiator only sends
   // IBA 9.6.1: the opcode's transport must be the QP's service type.
@@ -102,7 +105,10 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     // atomic gets its saved result (C9-102); anything else is acknowledged
     // again so a requester whose ACK was lost can make progress.
     if (flags & wire::kIsReadRequest) {
-      if (attr_.qp_state != QpState::kErr) responder_execute_read(pkt, psn);
+      if (xrc_remote())
+        xrc_forward(pkt, /*replay=*/true);
+      else if (attr_.qp_state != QpState::kErr)
+        responder_execute_read(pkt, psn);
       return;
     }
     if (flags & wire::kIsAtomic) {
@@ -149,6 +155,13 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
+  // The request's SRQ is another context's: its owner executes it and the
+  // verdict finishes it here.
+  if (xrc_remote() &&
+      (flags & (wire::kIsSend | wire::kIsWrite | wire::kIsReadRequest | wire::kIsAtomic))) {
+    xrc_forward(pkt, /*replay=*/false);
+    return;
+  }
   if (flags & wire::kIsSend) {
     responder_execute_send(pkt);
   } else if (flags & wire::kIsWrite) {
@@ -174,18 +187,36 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
+  responder_finish(pkt);
+}
+
+// A SEND or WRITE packet was executed: it consumes its PSN and is
+// acknowledged when the requester asked or the message ended (IBA 9.7.5.1.2).
+void Qp::responder_finish(const wire::PacketView& pkt) noexcept {
   if (attr_.qp_state == QpState::kErr) return;
   if (resp_.nak_sent) return;  // an RNR NAK went out; the PSN is not consumed
+  const uint32_t psn = pkt.bth().psn();
   resp_.epsn = wire::psn_add(psn, 1);
-  if (rc && (pkt.bth().ack_req() || (flags & wire::kIsLast)))
+  if (reliable() && (pkt.bth().ack_req() || (pkt.info->flags & wire::kIsLast)))
     send_ack(psn, wire::make_ack_syndrome(kNoCredits));
 }
 
 // An XRC receive QP has no PD, CQ or receive queue of its own: each request
 // names, in its XRCETH, the XRC SRQ whose WQEs, protection domain and CQ it
-// uses; the SRQ must belong to the QP's XRC domain (IBA annex A14).
+// uses; the SRQ must belong to the QP's XRC domain (IBA annex A14). An SRQ
+// this context does not have may be another process's: its owner checks the
+// domain and executes the request (xrc_forwarding.cc).
 bool Qp::xrc_select_srq(const wire::PacketView& pkt) noexcept {
-  SharedReceiveQueue* srq = env_.srqs ? env_.srqs->find(pkt.xrceth().srqn()) : nullptr;
+  const uint32_t srqn = pkt.xrceth().srqn();
+  SharedReceiveQueue* srq = env_.srqs ? env_.srqs->find(srqn) : nullptr;
+  if (!srq && srqn && env_.contexts) {
+    fwd_.srqn = srqn;
+    init_.srq = nullptr;
+    init_.pd = 0;
+    init_.recv_cq = nullptr;
+    return true;
+  }
+  fwd_.srqn = 0;
   if (!srq || srq->xrc().xrcd != init_.xrcd) {
     responder_fail(pkt.bth().psn(), NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return false;
@@ -325,7 +356,6 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
 void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
   const wire::Reth reth = pkt.reth();
   const uint32_t len = reth.dma_len();
-  const uint32_t mtu = mtu_bytes();
   uint8_t* p = nullptr;
   if (!(attr_.qp_access_flags & kAccessRemoteRead) ||
       (len && env_.mrs->remote(reth.rkey(), init_.pd, init_.qpn, reth.va(), len, kAccessRemoteRead,
@@ -333,24 +363,15 @@ void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexc
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  const uint8_t* src = p;
-  const uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
   const uint8_t ack = wire::make_ack_syndrome(kNoCredits);
-  for (uint32_t i = 0; i < npkts; ++i) {
-    const bool first = i == 0, last = i + 1 == npkts;
-    const uint32_t off = i * mtu;
-    const uint32_t n = std::min(mtu, len - off);
-    using wire::Opcode;
-    const Opcode op = first && last ? Opcode::kRcReadResponseOnly
-                      : first       ? Opcode::kRcReadResponseFirst
-                      : last        ? Opcode::kRcReadResponseLast
-                                    : Opcode::kRcReadResponseMiddle;
-    send_response(static_cast<uint8_t>(op), wire::psn_add(psn, i), ack, src + off, n, 0);
-  }
+  for_each_read_response(p, len, mtu_bytes(), psn,
+                         [&](uint8_t op, uint32_t response_psn, const uint8_t* data, uint32_t n) {
+                           send_response(op, response_psn, ack, data, n, 0);
+                         });
 }
 
-// Atomics (IBA 9.4.5, 9.7.5.2.3): 8 aligned bytes, executed atomically with
-// respect to every other atomic of this HCA and to the CPUs.
+// Atomics (IBA 9.4.5, 9.7.5.2.3): the address must be 8-byte aligned and
+// the region must allow remote atomics (atomics.h executes them).
 void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   const wire::AtomicEth a = pkt.atomic_eth();
@@ -365,15 +386,13 @@ void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  auto* word = reinterpret_cast<uint64_t*>(p);  // 8-byte aligned: checked above
-  uint64_t orig;
-  if (pkt.opcode() == static_cast<uint8_t>(wire::Opcode::kRcCompareSwap)) {
-    orig = a.compare();
-    __atomic_compare_exchange_n(word, &orig, a.swap_add(), false, __ATOMIC_SEQ_CST,
-                                __ATOMIC_SEQ_CST);
-  } else {
-    orig = __atomic_fetch_add(word, a.swap_add(), __ATOMIC_SEQ_CST);
-  }
+  // 8-byte aligned: checked above.
+  responder_atomic_done(psn, execute_atomic(pkt.opcode(), a, reinterpret_cast<uint64_t*>(p)));
+}
+
+// An executed atomic is remembered for its duplicates (C9-102), consumes its
+// PSN and is answered with the original value.
+void Qp::responder_atomic_done(uint32_t psn, uint64_t orig) noexcept {
   auto& slot = resp_.atomics[resp_.next_atomic++ % DeviceLimits::kMaxQpRdAtom];
   slot = {psn, orig, true};
   resp_.msn = wire::psn_add(resp_.msn, 1);

@@ -58,6 +58,22 @@ struct RecvWqe {
   uint32_t length = 0;  // capacity: sum of SGE lengths
 };
 
+/// What a receive completion carries: the WQE's id and what the message
+/// brought. The completing QP fills in its own number, peer and SL.
+inline Completion recv_completion(const RecvWqe& wqe, WcStatus status, WcOpcode op,
+                                  uint32_t byte_len, uint32_t imm, uint32_t wc_flags,
+                                  uint16_t slid) {
+  Completion c;
+  c.wr_id = wqe.wr_id;
+  c.status = status;
+  c.opcode = op;
+  c.byte_len = byte_len;
+  c.imm_data = imm;
+  c.wc_flags = wc_flags;
+  c.slid = slid;
+  return c;
+}
+
 /// A ring of entries indexed by ever-increasing 64-bit positions.
 template <typename T>
 class WorkRing {

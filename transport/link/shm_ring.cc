@@ -83,7 +83,7 @@ int ShmRing::attach(int fd) noexcept {
   return 0;
 }
 
-bool ShmRing::push(const uint8_t* data, size_t len) noexcept {
+bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
   if (len > hdr_->slot_size - kSlotHeader) return false;
   int rc = pthread_mutex_lock(&hdr_->producer_lock);
   if (rc == EOWNERDEAD) {
@@ -102,6 +102,7 @@ bool ShmRing::push(const uint8_t* data, size_t len) noexcept {
   uint8_t* s = slot(tail);
   uint32_t len32 = static_cast<uint32_t>(len);
   std::memcpy(s, &len32, sizeof(len32));
+  std::memcpy(s + sizeof(len32), &kind, sizeof(kind));
   std::memcpy(s + kSlotHeader, data, len);
   hdr_->tail.store(tail + 1, std::memory_order_seq_cst);
   pthread_mutex_unlock(&hdr_->producer_lock);
@@ -109,12 +110,13 @@ bool ShmRing::push(const uint8_t* data, size_t len) noexcept {
   return true;
 }
 
-const uint8_t* ShmRing::peek(size_t* len) noexcept {
+const uint8_t* ShmRing::peek(size_t* len, SlotKind* kind) noexcept {
   uint64_t head = hdr_->head.load(std::memory_order_relaxed);
   if (head == hdr_->tail.load(std::memory_order_acquire)) return nullptr;
   const uint8_t* s = slot(head);
   uint32_t len32;
   std::memcpy(&len32, s, sizeof(len32));
+  if (kind) std::memcpy(kind, s + sizeof(len32), sizeof(*kind));
   *len = std::min<size_t>(len32, hdr_->slot_size - kSlotHeader);
   return s + kSlotHeader;
 }

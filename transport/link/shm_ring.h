@@ -27,8 +27,12 @@ struct RingHeader {
   std::atomic<uint64_t> dropped;   // packets refused because the ring was full
 };
 
-/// Slot: 4-byte length then the packet.
+/// Slot: 4-byte length, 4-byte kind, then the packet or message.
 inline constexpr uint32_t kSlotHeader = 8;
+
+/// What a slot holds: an IBA packet, or a message between contexts of one
+/// HCA (transport/engine/context_link.h).
+enum class SlotKind : uint32_t { kPacket = 0, kMessage = 1 };
 
 class ShmRing {
  public:
@@ -44,10 +48,10 @@ class ShmRing {
   int fd() const { return fd_; }
 
   /// Producer: appends one packet; false when the ring is full or len too big.
-  bool push(const uint8_t* data, size_t len) noexcept;
+  bool push(const uint8_t* data, size_t len, SlotKind kind = SlotKind::kPacket) noexcept;
 
   /// Consumer: the next packet, or nullptr when empty. Call pop() after use.
-  const uint8_t* peek(size_t* len) noexcept;
+  const uint8_t* peek(size_t* len, SlotKind* kind = nullptr) noexcept;
   void pop() noexcept;
   /// Consumer: sleeps until a producer pushes, wake() is called, or
   /// timeout_ns passes (<0: no timeout). With announce false, producers are

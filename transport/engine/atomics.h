@@ -1,0 +1,25 @@
+#pragma once
+// The two atomic operations (IBA 9.4.5): 8 aligned bytes, executed
+// atomically with respect to every other atomic of this HCA and to the CPUs
+// (atomic_cap IBV_ATOMIC_HCA). Shared by the responder and the context that
+// executes XRC requests forwarded to it.
+#include <cstdint>
+
+#include "transport/wire/atomic_eth.h"
+#include "transport/wire/opcode.h"
+
+namespace ibemu::engine {
+
+/// Performs the atomic that `opcode` (CmpSwap or FetchAdd, any transport)
+/// names on `word`; returns the original value.
+inline uint64_t execute_atomic(uint8_t opcode, const wire::AtomicEth& a, uint64_t* word) noexcept {
+  if ((opcode & 0x1f) == (static_cast<uint8_t>(wire::Opcode::kRcCompareSwap) & 0x1f)) {
+    uint64_t orig = a.compare();
+    __atomic_compare_exchange_n(word, &orig, a.swap_add(), false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    return orig;
+  }
+  return __atomic_fetch_add(word, a.swap_add(), __ATOMIC_SEQ_CST);
+}
+
+}  // namespace ibemu::engine
