@@ -54,7 +54,9 @@ struct StatePage {
   std::atomic<uint64_t> seq;
   std::atomic<uint64_t> daemon_epoch;  // changes when a new daemon starts
   uint32_t num_devices;
-  uint32_t reserved;
+  /// Captures running (ibemu capture): providers mirror what they send to
+  /// the daemon's capture socket while it is non-zero (common/capture_record.h).
+  std::atomic<uint32_t> capture_sessions;
   DeviceStateView devices[kMaxDevices];
 
   /// Copies one port's view consistently (seqlock read).

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
+#include "common/capture_record.h"
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/mad/mad.h"
@@ -46,7 +48,8 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       counters_(config_),
       pma_(config_, counters_),
       server_(io, paths_.socket(), *this),
-      umad_(io, subnet_) {}
+      umad_(io, subnet_),
+      capture_(io, subnet_, [this](uint32_t n) { state_page_.set_capture_sessions(n); }) {}
 
 Daemon::~Daemon() { stop(); }
 
@@ -56,6 +59,7 @@ void Daemon::start() {
       uint8_t(mad::MgmtClass::kPerfMgt),
       [this](PortRef port, const uint8_t* mad, size_t len) { return pma_.handle(port, mad, len); });
   umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
+  capture_.start(paths_.dir + "/" + kCaptureSocketName);
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
   server_.start();
   log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
@@ -67,6 +71,7 @@ void Daemon::stop() {
   stopped_ = true;
   server_.stop();
   umad_.stop();
+  capture_.stop();
   sysfs_.remove();
   if (on_stop_) on_stop_();
 }
@@ -103,6 +108,8 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "free_srqn") return do_srqn(s, req, false);
     if (op == "sm_attach") return do_sm_attach(s, req);
     if (op == "smp") return do_smp(req);
+    if (op == "capture_start" || op == "capture_status" || op == "capture_stop")
+      return do_capture(s, op, req);
     if (op == "shutdown") return do_shutdown();
     return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
   } catch (const std::exception& e) {
@@ -118,6 +125,7 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   size_t freed = qps_.release_all(s.id);
   for (uint64_t id : c.counter_ids) counters_.remove(id);
   mcast_.leave_all(s.id);
+  capture_.end_all(s.id);
   xrcds_.close_all(s.id);
   srqns_.release_all(s.id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
@@ -427,6 +435,54 @@ Json Daemon::do_smp(const Json& req) {
   if (!resp) return error_reply(ETIMEDOUT, "SMP dropped");
   Json reply = ok_reply();
   reply["mad"] = to_hex(resp->data(), resp->size());
+  return reply;
+}
+
+// ibemu capture: the capture belongs to the session that started it and ends
+// with it.
+Json Daemon::do_capture(SessionInfo& s, const std::string& op, const Json& req) {
+  const uint64_t id = req.value("id", uint64_t{0});
+  if (op == "capture_status") {
+    Json d = capture_.describe(s.id, id);
+    if (d.is_null()) return error_reply(ENOENT, "no such capture");
+    d["ok"] = true;
+    return d;
+  }
+  if (op == "capture_stop") {
+    Json d = capture_.describe(s.id, id);
+    if (d.is_null() || !capture_.end(s.id, id)) return error_reply(ENOENT, "no such capture");
+    d["ok"] = true;
+    return d;
+  }
+  CaptureRequest c;
+  c.file = req.at("file").get<std::string>();
+  if (c.file.empty() || c.file[0] != '/') return error_reply(EINVAL, "file must be absolute");
+  if (req.contains("device")) {
+    const int d = device_index(req["device"]);
+    if (d < 0) return error_reply(ENODEV, "no such device");
+    if (req.contains("port")) {
+      const int p = req["port"].get<int>();
+      if (p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
+      c.filter.port = PortRef{d, p};
+    } else {
+      c.filter.device = d;
+    }
+  }
+  if (req.contains("qpn")) c.filter.qpn = req["qpn"].get<uint32_t>();
+  if (req.contains("lid")) c.filter.lid = req["lid"].get<uint16_t>();
+  c.max_packets = req.value("count", uint64_t{0});
+  c.file_bytes = req.value("file_bytes", uint64_t{0});
+  c.files = req.value("files", 1u);
+  const std::string linktype = req.value("linktype", std::string("erf"));
+  if (linktype != "erf" && linktype != "infiniband")
+    return error_reply(EINVAL, "linktype is erf or infiniband");
+  c.linktype = linktype == "erf" ? kLinktypeErf : kLinktypeInfiniband;
+  uint64_t capture_id = 0;
+  if (int err = capture_.begin(s.id, c, &capture_id))
+    return error_reply(err, "cannot write " + c.file + ": " + std::strerror(err));
+  log_info("capture {} into {} for pid {}", capture_id, c.file, s.pid);
+  Json reply = ok_reply();
+  reply["id"] = capture_id;
   return reply;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/config.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/capture_service.h"
 #include "emulator-daemon/control_server.h"
 #include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/performance_agent.h"
@@ -60,8 +61,10 @@ class Daemon : public RequestHandler {
   Json do_close_xrcd(SessionInfo& s, const Json& req);
   Json do_srqn(SessionInfo& s, const Json& req, bool allocate);
   Json do_resolve_mcast(const Json& req, std::vector<int>& fds_out);
+  Json do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out);
   Json do_sm_attach(SessionInfo& s, const Json& req);
   Json do_smp(const Json& req);
+  Json do_capture(SessionInfo& s, const std::string& op, const Json& req);
   Json do_shutdown();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
@@ -80,6 +83,7 @@ class Daemon : public RequestHandler {
   QpDirectory srqns_;  // XRC SRQ numbers: unique per device, like QP numbers
   ControlServer server_;
   UmadService umad_;
+  CaptureService capture_;
   std::map<SessionId, Client> clients_;
   std::function<void()> on_stop_;
   bool stopped_ = false;

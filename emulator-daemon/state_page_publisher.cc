@@ -72,6 +72,10 @@ void StatePagePublisher::update_port(PortRef port) noexcept {
   page_->seq.fetch_add(1, std::memory_order_release);
 }
 
+void StatePagePublisher::set_capture_sessions(uint32_t n) noexcept {
+  page_->capture_sessions.store(n, std::memory_order_release);
+}
+
 int StatePagePublisher::reader_fd() const noexcept {
   std::string path = "/proc/self/fd/" + std::to_string(fd_);
   return open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -16,6 +16,7 @@ class StatePagePublisher {
   StatePagePublisher& operator=(const StatePagePublisher&) = delete;
 
   void update_port(PortRef port) noexcept;
+  void set_capture_sessions(uint32_t n) noexcept;
   /// A read-only fd for clients (a fresh O_RDONLY open of the memfd).
   int reader_fd() const noexcept;
   uint64_t epoch() const { return page_->daemon_epoch.load(); }

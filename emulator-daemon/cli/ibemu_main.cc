@@ -1,6 +1,6 @@
 // ibemu: the command users type. up/down start and stop the host's daemon and
 // subnet manager, status shows them, env/run give programs the environment of
-// no-kernel mode.
+// no-kernel mode, capture writes packets to pcap files.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -20,6 +20,7 @@
 #include "common/control_channel.h"
 #include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/capture_command.h"
 #include "emulator-daemon/cli/environment.h"
 
 namespace {
@@ -267,6 +268,25 @@ int main(int argc, char** argv) {
   status->add_flag("--json", o.json, "machine-readable output");
   app.add_subcommand("env", "print the environment of no-kernel mode (eval \"$(ibemu env)\")");
   auto* run = app.add_subcommand("run", "run a program on the emulated HCAs");
+  ibemu::CaptureOptions cap;
+  auto* capture = app.add_subcommand("capture", "write the packets crossing ports to a pcap file");
+  capture->add_option("-w,--write", cap.file, "pcap file (LINKTYPE_INFINIBAND) to write")
+      ->required();
+  capture->add_option("-i,--interface", cap.interface, "DEVICE or DEVICE:PORT (default: all)");
+  capture->add_option("--qpn", cap.qpn, "only packets to or from this QP number");
+  capture->add_option("--lid", cap.lid, "only packets from or to this LID");
+  capture->add_option("-c,--count", cap.count, "stop after this many packets");
+  capture->add_option("-G,--duration", cap.duration, "stop after this many seconds");
+  capture->add_option("-C,--file-size", cap.file_megabytes,
+                      "start a new file after this many MB (a ring of -W files)");
+  capture->add_option("-W,--files", cap.files, "number of files in the ring (with -C)")
+      ->check(CLI::Range(1u, 1000u));
+  capture
+      ->add_option("--linktype", cap.linktype,
+                   "erf (InfiniBand in ERF records, what Wireshark reads) or infiniband "
+                   "(LINKTYPE_INFINIBAND, 247)")
+      ->check(CLI::IsMember({"erf", "infiniband"}))
+      ->capture_default_str();
   // Everything after the program name is the program's own (its options
   // too), with or without "--".
 
@@ -291,6 +311,7 @@ int main(int argc, char** argv) {
     if (*status) return cmd_status(o);
     if (app.got_subcommand("env")) return cmd_env(o);
     if (*run) return cmd_run(o);
+    if (*capture) return ibemu::capture_command(o.runtime_dir, cap);
   } catch (const std::exception& e) {
     return fail(e.what());
   }

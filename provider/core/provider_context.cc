@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/capture_record.h"
 #include "common/runtime_paths.h"
 #include "transport/engine/timing.h"
 #include "transport/wire/packet.h"
@@ -125,8 +126,11 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
 
   for (int p = 1; p <= num_ports(); ++p) last_ports_[p - 1] = port_view(p);
-  link_ = std::make_unique<ShmLink>(&daemon_);
-  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get());
+  link_ = std::make_unique<ShmLink>(&daemon_, device_index_);
+  link_->attach_capture(
+      std::make_unique<CaptureMirror>(page_, device_index_, paths.dir + "/" + kCaptureSocketName));
+  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get(), link_.get(),
+                                                session_);
   // Packets between processes of one host never leave memory this host
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);

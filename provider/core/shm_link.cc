@@ -85,6 +85,7 @@ bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
 
 bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                        size_t len) noexcept {
+  if (capture_) capture_->maybe_mirror(packet, len);
   if (wire::is_multicast_lid(dlid)) {
     // The emulated switch replicates: one copy into every member process.
     bool delivered = false;

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common/control_channel.h"
+#include "provider/core/capture_mirror.h"
+#include "transport/engine/context_link.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/link/shm_ring.h"
 
@@ -24,6 +26,12 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override;
   bool wants_crcs() const noexcept override { return false; }
+  /// Copies every packet sent to `ibemu capture` while one runs.
+  void attach_capture(std::unique_ptr<CaptureMirror> mirror) { capture_ = std::move(mirror); }
+
+  engine::Delivery to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept override;
+  engine::Delivery to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept override;
+  bool srq_owner_alive(uint32_t srqn) noexcept override;
 
  private:
   struct Route {
@@ -38,9 +46,19 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   std::vector<std::shared_ptr<link::ShmRing>> resolve_group(uint16_t mlid) noexcept;
   /// The ring of daemon session `owner`, attached from `fd` unless known; takes fd.
   std::shared_ptr<link::ShmRing> ring_of(uint64_t owner, int fd) noexcept;
-  static bool push(link::ShmRing& ring, const uint8_t* packet, size_t len) noexcept;
+  static bool push(link::ShmRing& ring, const uint8_t* packet, size_t len,
+                   link::SlotKind kind = link::SlotKind::kPacket) noexcept;
+  /// Asks the daemon `request` (resolve_srq, resolve_session); the owner's
+  /// ring, or null.
+  std::shared_ptr<link::ShmRing> ask(const Json& request, uint64_t* owner) noexcept;
+  /// A message into `ring`; a full ring of a context that is gone is no route.
+  engine::Delivery deliver(const std::shared_ptr<link::ShmRing>& ring, uint64_t owner,
+                           const uint8_t* msg, size_t len) noexcept;
+  bool session_alive(uint64_t session) noexcept;
 
   ControlClient* daemon_;
+  const int device_;
+  std::unique_ptr<CaptureMirror> capture_;
   std::mutex mutex_;
   std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
   std::map<uint16_t, Group> groups_;                           // by MLID

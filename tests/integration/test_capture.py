@@ -1,0 +1,145 @@
+"""ibemu capture: the packets crossing the emulated ports, written as pcap
+files that tshark dissects as InfiniBand (LRH, BTH opcodes, the CRCs),
+filtered by port, QP or LID, in a ring of files, and ended by a count, a
+duration or Ctrl-C."""
+import re
+import signal
+import struct
+import subprocess
+import time
+import zlib
+
+import pytest
+
+from conftest import pingpong_pair
+
+
+def start_capture(fabric, path, *args):
+    proc = subprocess.Popen([fabric.ibemu_bin, "-r", str(fabric.runtime_dir), "capture", "-w",
+                             str(path), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 10
+    while not path.exists():  # the daemon creates the file when the capture starts
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+        time.sleep(0.02)
+    return proc
+
+
+def finish(proc, timeout=30):
+    out = proc.communicate(timeout=timeout)[0]
+    assert proc.returncode == 0, out
+    return int(re.search(r"(\d+) packets captured", out).group(1))
+
+
+def tshark(path, *fields):
+    r = subprocess.run(["tshark", "-r", str(path), "-T", "fields",
+                        *sum((["-e", f] for f in fields), [])],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [line.split("\t") for line in r.stdout.splitlines()]
+
+
+def erf_packets(path):
+    """The IBA packets of a pcap file of ERF records (16-byte ERF header each)."""
+    data = path.read_bytes()
+    off, packets = 24, []
+    while off < len(data):
+        incl = struct.unpack("<I", data[off + 8:off + 12])[0]
+        packets.append(data[off + 16 + 16:off + 16 + incl])
+        off += 16 + incl
+    return packets
+
+
+def port_lid(fabric, device, num):
+    dev = next(d for d in fabric.status()["devices"] if d["name"] == device)
+    return next(p for p in dev["port_info"] if p["port"] == num)["lid"]
+
+
+def test_rc_pingpong_dissected_by_tshark(fabric, tmp_path):
+    pcap = tmp_path / "rc.pcap"
+    cap = start_capture(fabric, pcap, "-c", "20")
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "5", "-s", "64"])
+    assert finish(cap) == 20
+    rows = tshark(pcap, "infiniband.bth.opcode", "infiniband.lrh.dlid", "infiniband.lrh.slid")
+    assert len(rows) == 20, rows
+    opcodes = {r[0] for r in rows}
+    assert opcodes == {"4", "17"}, rows  # RC SEND Only and RC Acknowledge
+    lids = {str(port_lid(fabric, "ibemu0", 1)), str(port_lid(fabric, "ibemu1", 1))}
+    assert {r[1] for r in rows} == lids and {r[2] for r in rows} == lids, rows
+    # The ICRC is filled in as a real link carries it (IBA 7.8.1: CRC-32 of
+    # the packet with LRH:VL and BTH:Resv8a taken as ones, local packets).
+    for packet in erf_packets(pcap):
+        masked = bytearray(packet[:-6])
+        masked[0] |= 0xF0
+        masked[8 + 4] = 0xFF
+        assert struct.unpack("<I", packet[-6:-2])[0] == zlib.crc32(masked), packet.hex()
+
+
+def test_filter_by_port(fabric, tmp_path):
+    elsewhere = start_capture(fabric, tmp_path / "p2.pcap", "-i", "ibemu0:2", "-G", "4")
+    here = start_capture(fabric, tmp_path / "p1.pcap", "-i", "ibemu1:1", "-G", "4")
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "3", "-s", "64"])
+    assert finish(elsewhere) == 0
+    assert finish(here) == 12
+
+
+def test_filter_by_qpn_and_lid(fabric, tmp_path):
+    # The pingpong's QPs get numbers from the daemon; filter on the server's
+    # LID instead and on a QPN nobody has.
+    lid = port_lid(fabric, "ibemu0", 1)
+    by_lid = start_capture(fabric, tmp_path / "lid.pcap", "--lid", str(lid), "-G", "4")
+    no_qp = start_capture(fabric, tmp_path / "qp.pcap", "--qpn", "0xfffff0", "-G", "4")
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "3", "-s", "64"])
+    assert finish(by_lid) == 12
+    assert finish(no_qp) == 0
+
+
+def test_ud_with_grh(fabric, tmp_path):
+    pcap = tmp_path / "ud.pcap"
+    cap = start_capture(fabric, pcap, "-c", "6")
+    pingpong_pair(fabric, "ibv_ud_pingpong", ["-n", "3", "-s", "64", "-g", "0"])
+    assert finish(cap) == 6
+    rows = tshark(pcap, "infiniband.bth.opcode", "infiniband.deth.srcqp", "infiniband.grh.ipver")
+    assert {r[0] for r in rows} == {"100"}, rows  # UD SEND Only
+    assert {r[2] for r in rows} == {"6"}, rows
+
+
+def test_linktype_infiniband(fabric, tmp_path):
+    pcap = tmp_path / "raw.pcap"
+    cap = start_capture(fabric, pcap, "--linktype", "infiniband", "-c", "4")
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "1", "-s", "64"])
+    assert finish(cap) == 4
+    magic, _, _, _, _, _, linktype = struct.unpack("<IHHiIII", pcap.read_bytes()[:24])
+    assert (magic, linktype) == (0xa1b23c4d, 247)
+
+
+def test_ring_of_files(fabric, tmp_path):
+    pcap = tmp_path / "ring.pcap"
+    cap = start_capture(fabric, pcap, "-C", "0.002", "-W", "3", "-G", "5")
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "25", "-s", "64"])
+    assert finish(cap) >= 100
+    # 2 kB files of 90-byte SENDs and 30-byte ACKs: the ring went round and
+    # kept the newest three.
+    files = sorted(p.name for p in tmp_path.glob("ring.pcap*"))
+    assert files == ["ring.pcap", "ring.pcap.1", "ring.pcap.2"], files
+    for f in files:  # every file of the ring is a whole capture file
+        rows = tshark(tmp_path / f, "infiniband.bth.opcode")
+        assert 0 < len(rows) <= 25, (f, rows)
+
+
+def test_ctrl_c_ends_the_capture(fabric, tmp_path):
+    cap = start_capture(fabric, tmp_path / "int.pcap")
+    cap.send_signal(signal.SIGINT)
+    assert finish(cap) == 0
+    # Nothing is mirrored any more: a capture whose CLI died is gone too.
+    killed = start_capture(fabric, tmp_path / "kill.pcap")
+    killed.kill()
+    killed.wait()
+    pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "1", "-s", "64"])
+    assert (tmp_path / "kill.pcap").stat().st_size == 24  # the file header only
+
+
+@pytest.mark.parametrize("bad", [["-i", "ibemu9"], ["-i", "ibemu0:7"]])
+def test_bad_interface(fabric, tmp_path, bad):
+    r = fabric.ibemu("capture", "-w", str(tmp_path / "x.pcap"), *bad, check=False)
+    assert r.returncode != 0 and "no such" in r.stderr, r.stderr
