@@ -400,11 +400,17 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   const bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV;
   struct ibemu_xrcd* xrcd =
       (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? (struct ibemu_xrcd*)attr->xrcd : NULL;
-  /* Creation flags (scatter FCS, CVLAN stripping, ...) are for Ethernet
-   * and offloads this HCA does not have: only "none" is accepted. */
-  if ((attr->comp_mask & ~supported) ||
-      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
+  /* Of the creation flags only multicast loopback blocking applies to an IB
+   * HCA (the others are Ethernet and offloads it does not have), and only
+   * to UD QPs. */
+  const uint32_t create_flags =
+      (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
+  if ((attr->comp_mask & ~supported) || (create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)) {
     errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (create_flags && attr->qp_type != IBV_QPT_UD) {
+    errno = EINVAL;
     return NULL;
   }
   if (xrc_recv ? !xrcd : !attr->pd) {

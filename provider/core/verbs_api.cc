@@ -427,6 +427,8 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->init.max_recv_sge = cap.max_recv_sge;
   q->init.max_inline_data = cap.max_inline_data;
   q->init.sq_sig_all = attr->sq_sig_all;
+  q->init.block_self_multicast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+                                 (attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   q->send_cq = send_cq;
   q->recv_cq = recv_cq;
   q->srq = srq;

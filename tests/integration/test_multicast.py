@@ -1,11 +1,13 @@
 """UD multicast (IBA 10.5) between processes of one host: members attach UD
 QPs to a group with ibv_attach_mcast, a sender sends to the group's MLID with
 a GRH naming the MGID; every attached QP of every process gets each datagram
-once, the sender's own QP does not, and a detached QP gets nothing
-(tests/programs/mcast_ud.c)."""
+once, a detached QP gets nothing, and a member that sends gets its own
+datagrams back unless it blocks them (tests/programs/mcast_ud.c)."""
 import time
 
-from conftest import BUILD
+import pytest
+
+from conftest import BUILD, run_verbs_cases
 
 MCAST_UD = str(BUILD / "bin" / "mcast_ud")
 
@@ -40,3 +42,17 @@ def test_detached_members_get_nothing(fabric):
     time.sleep(0.1)
     after = fabric.status()["devices"][0]["port_info"][0]["counters"]["drops"]["undeliverable"]
     assert after - before == 3
+
+
+@pytest.mark.parametrize("block,own", [([], "5"), (["block"], "0")], ids=["loopback", "blocked"])
+def test_a_member_gets_its_own_datagrams_unless_it_blocks_them(fabric, block, own):
+    # As ConnectX: the HCA loops a group's packets back to its members on
+    # the port, the sending QP included unless it was created with
+    # IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
+    r = fabric.run([MCAST_UD, "ibemu0", "loopback", "5", *block], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["own", own, "other", "5"], r.stdout
+
+
+def test_block_self_loopback_flag_is_for_ud_qps(fabric):
+    run_verbs_cases(fabric, "multicast_cases.py", "3")

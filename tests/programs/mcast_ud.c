@@ -7,6 +7,12 @@
  *                                        once every QP has EXPECT datagrams
  *                                        (or after 10 s), one count per QP
  *   mcast_ud DEVICE send COUNT           prints "sent COUNT"
+ *   mcast_ud DEVICE loopback COUNT [block]
+ *                                        a member QP sends COUNT datagrams to
+ *                                        its own group, another member QP of
+ *                                        the process listens; prints "own N
+ *                                        other M" (block: the sender made with
+ *                                        IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)
  *
  * The group is MGID ff12:401b::1234, MLID 0xc010, Q_Key 0x11111111.
  */
@@ -28,6 +34,7 @@ static const uint8_t kMgid[16] = {0xff, 0x12, 0x40, 0x1b, 0, 0, 0, 0, 0, 0, 0, 0
 struct member {
   struct ibv_qp* qp;
   struct ibv_cq* cq;
+  int received;
   struct ibv_mr* mr;
   char* buf;
 };
@@ -58,16 +65,21 @@ static struct ibv_context* open_device(const char* name) {
 }
 
 /* A UD QP in RTS with its own CQ and a registered buffer. */
-static void make_member(struct ibv_context* ctx, struct ibv_pd* pd, struct member* m) {
+static void make_member(struct ibv_context* ctx, struct ibv_pd* pd, struct member* m,
+                        uint32_t create_flags) {
+  m->received = 0;
   m->cq = ibv_create_cq(ctx, SLOTS, NULL, NULL, 0);
   m->buf = calloc(SLOTS, SLOT);
   m->mr = ibv_reg_mr(pd, m->buf, SLOTS * SLOT, IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_qp_init_attr init = {
+  struct ibv_qp_init_attr_ex init = {
       .send_cq = m->cq,
       .recv_cq = m->cq,
       .qp_type = IBV_QPT_UD,
-      .cap = {.max_send_wr = SLOTS, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1}};
-  if (!m->cq || !m->buf || !m->mr || !(m->qp = ibv_create_qp(pd, &init))) die("create");
+      .cap = {.max_send_wr = SLOTS, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1},
+      .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+      .pd = pd,
+      .create_flags = create_flags};
+  if (!m->cq || !m->buf || !m->mr || !(m->qp = ibv_create_qp_ex(ctx, &init))) die("create");
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = QKEY};
   if (ibv_modify_qp(m->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
     die("INIT");
@@ -90,7 +102,7 @@ static int run_member(struct ibv_context* ctx, struct ibv_pd* pd, int nqps, int 
   int counts[MAX_QPS] = {0};
   memcpy(mgid.raw, kMgid, 16);
   for (int i = 0; i < nqps; ++i) {
-    make_member(ctx, pd, &m[i]);
+    make_member(ctx, pd, &m[i], 0);
     for (int s = 0; s < SLOTS; ++s) post_recv(&m[i], s);
     int err = ibv_attach_mcast(m[i].qp, &mgid, MLID);
     if (err) {
@@ -129,15 +141,14 @@ static int run_member(struct ibv_context* ctx, struct ibv_pd* pd, int nqps, int 
   return 0;
 }
 
-static int run_sender(struct ibv_context* ctx, struct ibv_pd* pd, int count) {
-  struct member s;
-  make_member(ctx, pd, &s);
+/* COUNT datagrams from s to the group, each completed before the next. */
+static int send_to_group(struct ibv_pd* pd, struct member* s, int count) {
   struct ibv_ah_attr ah_attr = {.dlid = MLID, .port_num = 1, .is_global = 1};
   memcpy(ah_attr.grh.dgid.raw, kMgid, 16);
   struct ibv_ah* ah = ibv_create_ah(pd, &ah_attr);
   if (!ah) die("ibv_create_ah");
   for (int i = 0; i < count; ++i) {
-    struct ibv_sge sge = {(uintptr_t)s.buf, 64, s.mr->lkey};
+    struct ibv_sge sge = {(uintptr_t)s->buf, 64, s->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = i,
                              .sg_list = &sge,
                              .num_sge = 1,
@@ -147,9 +158,14 @@ static int run_sender(struct ibv_context* ctx, struct ibv_pd* pd, int count) {
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = 0xffffff;
     wr.wr.ud.remote_qkey = QKEY;
-    if (ibv_post_send(s.qp, &wr, &bad)) die("ibv_post_send");
+    if (ibv_post_send(s->qp, &wr, &bad)) die("ibv_post_send");
     struct ibv_wc wc;
-    while (ibv_poll_cq(s.cq, 1, &wc) == 0) {
+    /* A member's own datagrams come back on the same CQ. */
+    for (;;) {
+      if (ibv_poll_cq(s->cq, 1, &wc) != 1) continue;
+      if (wc.opcode == IBV_WC_SEND) break;
+      ++s->received;
+      post_recv(s, (int)wc.wr_id);
     }
     if (wc.status != IBV_WC_SUCCESS) {
       fprintf(stderr, "send failed: %d\n", wc.status);
@@ -157,7 +173,41 @@ static int run_sender(struct ibv_context* ctx, struct ibv_pd* pd, int count) {
     }
     usleep(1000);
   }
+  return 0;
+}
+
+static int run_sender(struct ibv_context* ctx, struct ibv_pd* pd, int count) {
+  struct member s;
+  make_member(ctx, pd, &s, 0);
+  if (send_to_group(pd, &s, count)) return 1;
   printf("sent %d\n", count);
+  return 0;
+}
+
+/* Adds the receive completions that arrive within `seconds` to m->received. */
+static void count_received(struct member* m, double seconds) {
+  for (double until = now() + seconds; now() < until;) {
+    struct ibv_wc wc;
+    while (ibv_poll_cq(m->cq, 1, &wc) == 1)
+      if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV) ++m->received;
+  }
+}
+
+static int run_loopback(struct ibv_context* ctx, struct ibv_pd* pd, int count, int block) {
+  struct member sender, other;
+  union ibv_gid mgid;
+  memcpy(mgid.raw, kMgid, 16);
+  make_member(ctx, pd, &sender, block ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0);
+  make_member(ctx, pd, &other, 0);
+  struct member* both[2] = {&sender, &other};
+  for (int i = 0; i < 2; ++i) {
+    for (int s = 0; s < SLOTS; ++s) post_recv(both[i], s);
+    if (ibv_attach_mcast(both[i]->qp, &mgid, MLID)) die("ibv_attach_mcast");
+  }
+  if (send_to_group(pd, &sender, count)) return 1;
+  count_received(&sender, 0.2);
+  count_received(&other, 0.2);
+  printf("own %d other %d\n", sender.received, other.received);
   return 0;
 }
 
@@ -175,5 +225,7 @@ int main(int argc, char** argv) {
     return run_member(ctx, pd, nqps, atoi(argv[4]));
   }
   if (!strcmp(argv[2], "send")) return run_sender(ctx, pd, atoi(argv[3]));
+  if (!strcmp(argv[2], "loopback"))
+    return run_loopback(ctx, pd, atoi(argv[3]), argc > 4 && !strcmp(argv[4], "block"));
   return 2;
 }

@@ -102,9 +102,12 @@ void HcaEngine::receive_multicast(const wire::PacketView& pkt, size_t len) noexc
     auto [first, last] = mcast_.equal_range(pkt.lrh().dlid());
     for (auto it = first; it != last; ++it) {
       if (pkt.has_grh && it->second.mgid != dgid) continue;
-      if (from_us && it->second.qpn == src_qp) continue;
       auto qp = qps_.find(it->second.qpn);
-      if (qp != qps_.end()) members.push_back(qp->second);
+      if (qp == qps_.end()) continue;
+      // The HCA loops a group's packets back to its members on this port,
+      // the sending QP too unless it asked not to (as ConnectX does).
+      if (from_us && it->second.qpn == src_qp && qp->second->blocks_self_multicast()) continue;
+      members.push_back(qp->second);
     }
   }
   if (members.empty()) {

@@ -49,6 +49,9 @@ struct QpInit {
   uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
            max_inline_data = 0;
   bool sq_sig_all = false;
+  /// UD: multicast this QP sends does not come back to it even when it is a
+  /// member (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); by default it does.
+  bool block_self_multicast = false;
 };
 
 struct QpEnv {
@@ -68,6 +71,7 @@ class Qp {
 
   uint32_t qpn() const { return init_.qpn; }
   QpType type() const { return init_.type; }
+  bool blocks_self_multicast() const { return init_.block_self_multicast; }
   /// XRC receive QPs: their XRC domain.
   uint32_t xrcd() const { return init_.xrcd; }
   /// RC and both XRC kinds: acknowledged, retried, in order (IBA 9.7, A14).
