@@ -235,6 +235,7 @@ static void run_b(int sock, const char* file) {
   a = query(h, NULL);
   if (a.qp_state != IBV_QPS_RTS) fail("state %d after the creator's destroy", a.qp_state);
   ok("with the creator's handle destroyed, B's handle keeps the QP working");
+  put(sock, 4);  /* A breaks the QP only after this query */
 
   /* 5: every handle hears the QP's async events. */
   struct ibv_async_event ev = wait_event(ctx, IBV_EVENT_QP_REQ_ERR);
@@ -367,6 +368,7 @@ static void run_a(int sock, const char* file, pid_t b) {
   if (ibv_destroy_qp(tgt)) fail("ibv_destroy_qp of the creator's handle");
   for (int i = 0; i < 4; ++i) send_to(&s, srqn, 200 + i, IBV_WC_SUCCESS);
   ok("the QP outlived its creator's handle");
+  get(sock);
 
   /* 5: an SRQ number nobody has: invalid request, and QP_REQ_ERR on every handle. */
   send_to(&s, 0xfffff0, 300, IBV_WC_REM_INV_REQ_ERR);
