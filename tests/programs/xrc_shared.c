@@ -235,7 +235,7 @@ static void run_b(int sock, const char* file) {
   a = query(h, NULL);
   if (a.qp_state != IBV_QPS_RTS) fail("state %d after the creator's destroy", a.qp_state);
   ok("with the creator's handle destroyed, B's handle keeps the QP working");
-  put(sock, 4);  /* A breaks the QP only after this query */
+  put(sock, 4); /* A breaks the QP only after this query */
 
   /* 5: every handle hears the QP's async events. */
   struct ibv_async_event ev = wait_event(ctx, IBV_EVENT_QP_REQ_ERR);
