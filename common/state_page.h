@@ -48,6 +48,19 @@ struct DeviceStateView {
   PortStateView ports[kMaxPorts];
 };
 
+/// Fault injection on the link of one port (ibemu fault): what happens to
+/// every packet that crosses it. Zero everywhere: a perfect link.
+struct LinkFaultView {
+  uint32_t drop_ppm;     // parts per million of packets lost
+  uint32_t dup_ppm;      // ... delivered twice
+  uint32_t reorder_ppm;  // ... held back behind the next packet
+  uint32_t delay_us;     // added to every packet
+  uint32_t jitter_us;    // plus a uniform 0..jitter
+  uint32_t rate_mbps;    // bandwidth cap, 0: none
+  uint64_t seed;         // the decisions' random sequence
+};
+static_assert(sizeof(LinkFaultView) == 32);
+
 struct StatePage {
   static constexpr uint64_t kMagic = 0x65746174'53554d45ull;  // "EMUState"
   uint64_t magic;
@@ -58,6 +71,23 @@ struct StatePage {
   /// the daemon's capture socket while it is non-zero (common/capture_record.h).
   std::atomic<uint32_t> capture_sessions;
   DeviceStateView devices[kMaxDevices];
+  /// Non-zero while some link has faults or a port is not Active: senders
+  /// then look at `faults` and the port states for every packet.
+  std::atomic<uint32_t> links_impaired;
+  uint32_t reserved2;
+  LinkFaultView faults[kMaxDevices][kMaxPorts];  // under `seq`, like the ports
+
+  /// Copies one link's faults consistently (seqlock read).
+  LinkFaultView read_faults(int dev, int port_index) const {
+    LinkFaultView out;
+    for (;;) {
+      uint64_t before = seq.load(std::memory_order_acquire);
+      if (before & 1) continue;
+      out = faults[dev][port_index];
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) == before) return out;
+    }
+  }
 
   /// Copies one port's view consistently (seqlock read).
   PortStateView read_port(int dev, int port_index) const {

@@ -110,6 +110,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "smp") return do_smp(req);
     if (op == "capture_start" || op == "capture_status" || op == "capture_stop")
       return do_capture(s, op, req);
+    if (op == "fault_set" || op == "fault_clear" || op == "link") return do_fault(op, req);
     if (op == "shutdown") return do_shutdown();
     return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
   } catch (const std::exception& e) {
@@ -188,6 +189,13 @@ Json Daemon::do_status() {
                        {"sm_lid", a.sm_lid},
                        {"port_guid", fmt::format("0x{:016x}", a.port_guid)},
                        {"counters", counters_.port_json(d, p)}});
+      if (auto f = faults_.find({d, p}); f != faults_.end()) {
+        const LinkFaultView& v = f->second;
+        ports.back()["faults"] = {
+            {"drop_ppm", v.drop_ppm}, {"dup_ppm", v.dup_ppm},     {"reorder_ppm", v.reorder_ppm},
+            {"delay_us", v.delay_us}, {"jitter_us", v.jitter_us}, {"rate_mbps", v.rate_mbps},
+            {"seed", v.seed}};
+      }
     }
     dev["port_info"] = ports;
     dev["drops"] = counters_.device_drops_json(d);
@@ -484,6 +492,65 @@ Json Daemon::do_capture(SessionInfo& s, const std::string& op, const Json& req) 
   Json reply = ok_reply();
   reply["id"] = capture_id;
   return reply;
+}
+
+std::optional<std::vector<PortRef>> Daemon::selected_ports(const Json& req) const {
+  std::vector<PortRef> out;
+  if (!req.contains("device")) return subnet_.ports();
+  const int d = device_index(req["device"]);
+  if (d < 0) return std::nullopt;
+  if (!req.contains("port")) {
+    for (int p = 1; p <= config_.devices[d].ports; ++p) out.push_back({d, p});
+    return out;
+  }
+  const int p = req["port"].get<int>();
+  if (p < 1 || p > config_.devices[d].ports) return std::nullopt;
+  out.push_back({d, p});
+  return out;
+}
+
+// ibemu fault: what the links of the selected ports do to packets (the
+// providers apply it, reading the state page), and cables pulled and
+// plugged back.
+Json Daemon::do_fault(const std::string& op, const Json& req) {
+  const auto ports = selected_ports(req);
+  if (!ports) return error_reply(ENODEV, "no such device or port");
+  if (op == "link") {
+    if (ports->size() != 1 || !req.contains("port"))
+      return error_reply(EINVAL, "link takes one device and port");
+    const bool up = req.at("up").get<bool>();
+    subnet_.set_link_up(ports->front(), up);
+    log_info("{} port {}: link {}", config_.devices[ports->front().device].name,
+             ports->front().port, up ? "up" : "down");
+    return ok_reply();
+  }
+  LinkFaultView f{};
+  if (op == "fault_set") {
+    auto ppm = [&](const char* key) -> uint32_t {
+      const double pct = req.value(key, 0.0);
+      if (pct < 0 || pct > 100) throw std::invalid_argument(std::string(key) + " is 0..100");
+      return uint32_t(pct * 10000 + 0.5);
+    };
+    f.drop_ppm = ppm("drop");
+    f.dup_ppm = ppm("duplicate");
+    f.reorder_ppm = ppm("reorder");
+    f.delay_us = req.value("delay_us", 0u);
+    f.jitter_us = req.value("jitter_us", 0u);
+    f.rate_mbps = req.value("rate_mbps", 0u);
+    f.seed = req.value("seed", uint64_t{1});
+  }
+  // A seed alone is no fault.
+  const bool none =
+      !f.drop_ppm && !f.dup_ppm && !f.reorder_ppm && !f.delay_us && !f.jitter_us && !f.rate_mbps;
+  for (PortRef p : *ports) {
+    if (none)
+      faults_.erase({p.device, p.port});
+    else
+      faults_[{p.device, p.port}] = f;
+    state_page_.set_link_faults(p, none ? LinkFaultView{} : f);
+  }
+  log_info("{} on {} port(s)", op, ports->size());
+  return ok_reply();
 }
 
 Json Daemon::do_shutdown() {

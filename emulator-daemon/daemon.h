@@ -65,6 +65,9 @@ class Daemon : public RequestHandler {
   Json do_sm_attach(SessionInfo& s, const Json& req);
   Json do_smp(const Json& req);
   Json do_capture(SessionInfo& s, const std::string& op, const Json& req);
+  Json do_fault(const std::string& op, const Json& req);
+  /// The ports a request names: "device" (and "port"), or all of them.
+  std::optional<std::vector<PortRef>> selected_ports(const Json& req) const;
   Json do_shutdown();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
@@ -85,6 +88,7 @@ class Daemon : public RequestHandler {
   UmadService umad_;
   CaptureService capture_;
   std::map<SessionId, Client> clients_;
+  std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
   std::function<void()> on_stop_;
   bool stopped_ = false;
 };

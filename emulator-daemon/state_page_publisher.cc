@@ -70,6 +70,26 @@ void StatePagePublisher::update_port(PortRef port) noexcept {
   page_->seq.fetch_add(1, std::memory_order_acq_rel);
   fill_port(port);
   page_->seq.fetch_add(1, std::memory_order_release);
+  update_impaired();
+}
+
+void StatePagePublisher::set_link_faults(PortRef port, const LinkFaultView& faults) noexcept {
+  if (port.device >= kMaxDevices || port.port < 1 || port.port > kMaxPorts) return;
+  page_->seq.fetch_add(1, std::memory_order_acq_rel);
+  page_->faults[port.device][port.port - 1] = faults;
+  page_->seq.fetch_add(1, std::memory_order_release);
+  update_impaired();
+}
+
+void StatePagePublisher::update_impaired() noexcept {
+  static const LinkFaultView kNone{};
+  bool impaired = false;
+  for (size_t d = 0; d < config_.devices.size() && d < kMaxDevices; ++d)
+    for (int p = 1; p <= config_.devices[d].ports && p <= kMaxPorts; ++p) {
+      impaired |= std::memcmp(&page_->faults[d][p - 1], &kNone, sizeof kNone) != 0;
+      impaired |= page_->devices[d].ports[p - 1].state != uint8_t(PortState::kActive);
+    }
+  page_->links_impaired.store(impaired, std::memory_order_release);
 }
 
 void StatePagePublisher::set_capture_sessions(uint32_t n) noexcept {

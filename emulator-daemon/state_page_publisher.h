@@ -17,12 +17,15 @@ class StatePagePublisher {
 
   void update_port(PortRef port) noexcept;
   void set_capture_sessions(uint32_t n) noexcept;
+  void set_link_faults(PortRef port, const LinkFaultView& faults) noexcept;
   /// A read-only fd for clients (a fresh O_RDONLY open of the memfd).
   int reader_fd() const noexcept;
   uint64_t epoch() const { return page_->daemon_epoch.load(); }
 
  private:
   void fill_port(PortRef port) noexcept;
+  /// links_impaired: any faults set, or a configured port not Active.
+  void update_impaired() noexcept;
 
   const Config& config_;
   const Subnet& subnet_;

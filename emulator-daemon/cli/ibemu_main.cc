@@ -22,6 +22,7 @@
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/capture_command.h"
 #include "emulator-daemon/cli/environment.h"
+#include "emulator-daemon/cli/fault_command.h"
 
 namespace {
 
@@ -199,6 +200,16 @@ int cmd_status(const Options& o) {
                                p["lid"].get<int>(), p["sm_lid"].get<int>(),
                                p["port_guid"].get<std::string>());
       if (p.contains("counters")) print_port_counters(p["counters"]);
+      if (p.contains("faults")) {
+        const Json& f = p["faults"];
+        std::cout << fmt::format(
+            "          faults: drop {}%  duplicate {}%  reorder {}%  delay {} us  jitter {} us"
+            "  rate {} Mb/s  seed {}\n",
+            f["drop_ppm"].get<double>() / 1e4, f["dup_ppm"].get<double>() / 1e4,
+            f["reorder_ppm"].get<double>() / 1e4, f["delay_us"].get<unsigned>(),
+            f["jitter_us"].get<unsigned>(), f["rate_mbps"].get<unsigned>(),
+            f["seed"].get<uint64_t>());
+      }
     }
     if (dev.contains("drops"))
       std::cout << fmt::format("  dropped before any port: malformed {}  wrong DLID {}\n",
@@ -268,6 +279,30 @@ int main(int argc, char** argv) {
   status->add_flag("--json", o.json, "machine-readable output");
   app.add_subcommand("env", "print the environment of no-kernel mode (eval \"$(ibemu env)\")");
   auto* run = app.add_subcommand("run", "run a program on the emulated HCAs");
+  ibemu::FaultOptions fault;
+  auto* fault_cmd = app.add_subcommand("fault", "inject faults into links, pull cables");
+  fault_cmd->require_subcommand(1);
+  auto* fault_set = fault_cmd->add_subcommand("set", "what the links of ports do to packets");
+  fault_set->add_option("-i,--interface", fault.interface, "DEVICE or DEVICE:PORT (default: all)");
+  fault_set->add_option("--drop", fault.drop, "percent of packets lost")
+      ->check(CLI::Range(0.0, 100.0));
+  fault_set->add_option("--duplicate", fault.duplicate, "percent delivered twice")
+      ->check(CLI::Range(0.0, 100.0));
+  fault_set->add_option("--reorder", fault.reorder, "percent held back behind the next packet")
+      ->check(CLI::Range(0.0, 100.0));
+  fault_set->add_option("--delay", fault.delay_us, "microseconds added to every packet");
+  fault_set->add_option("--jitter", fault.jitter_us, "plus up to this many microseconds");
+  fault_set->add_option("--rate", fault.rate_mbps, "bandwidth cap in Mb/s");
+  fault_set->add_option("--seed", fault.seed, "seed of the random decisions (replayable)")
+      ->capture_default_str();
+  auto* fault_clear = fault_cmd->add_subcommand("clear", "perfect links again");
+  fault_clear->add_option("-i,--interface", fault.interface,
+                          "DEVICE or DEVICE:PORT (default: all)");
+  auto* fault_link = fault_cmd->add_subcommand("link", "pull a port's cable or plug it back");
+  fault_link->add_option("interface", fault.interface, "DEVICE:PORT")->required();
+  fault_link->add_option("state", fault.link_state, "down or up")
+      ->required()
+      ->check(CLI::IsMember({"down", "up"}));
   ibemu::CaptureOptions cap;
   auto* capture = app.add_subcommand("capture", "write the packets crossing ports to a pcap file");
   capture->add_option("-w,--write", cap.file, "pcap file (LINKTYPE_INFINIBAND) to write")
@@ -312,6 +347,10 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("env")) return cmd_env(o);
     if (*run) return cmd_run(o);
     if (*capture) return ibemu::capture_command(o.runtime_dir, cap);
+    if (*fault_cmd) {
+      fault.action = *fault_set ? "set" : *fault_clear ? "clear" : "link";
+      return ibemu::fault_command(o.runtime_dir, fault);
+    }
   } catch (const std::exception& e) {
     return fail(e.what());
   }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "common/capture_record.h"
 #include "common/runtime_paths.h"
@@ -53,6 +54,9 @@ ProviderContext::~ProviderContext() {
     inbox_.wake();
     progress_.join();
   }
+  // Packets a link delays are on the wire already: they arrive even though
+  // their sender closes its device (only sooner).
+  if (link_) link_->release_held(std::numeric_limits<int64_t>::max());
   if (engine_ && std::getenv("IBEMU_STATS")) {
     // One line per port on exit: what crossed this context and what was lost.
     auto& c = engine_->counters();
@@ -129,6 +133,8 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
   link_ = std::make_unique<ShmLink>(&daemon_, device_index_);
   link_->attach_capture(
       std::make_unique<CaptureMirror>(page_, device_index_, paths.dir + "/" + kCaptureSocketName));
+  link_->attach_faults(std::make_unique<LinkFaults>(page_, device_index_, counters_.get(),
+                                                    [this] { inbox_.wake(); }));
   engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get(), link_.get(),
                                                 session_);
   // Packets between processes of one host never leave memory this host
@@ -244,6 +250,9 @@ void ProviderContext::progress_loop() noexcept {
     // scan armed theirs without telling us, so scan at least every 1 ms.
     if ((next_timer && now >= next_timer) || now - last_scan > 1'000'000) {
       next_timer = engine_->run_timers(now);
+      // Packets that link faults delay or hold back leave on time too.
+      if (const engine::Nanos held = link_->release_held(now))
+        next_timer = next_timer ? std::min(next_timer, held) : held;
       last_scan = now;
       watch_device();
     }

@@ -85,6 +85,18 @@ bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
 
 bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                        size_t len) noexcept {
+  if (faults_ && faults_->impaired())
+    return faults_->transmit(dlid, dest_qp, packet, len, send_fn());
+  return deliver_packet(dlid, dest_qp, packet, len);
+}
+
+int64_t ShmLink::release_held(int64_t now_ns) noexcept {
+  return faults_ ? faults_->release_due(now_ns, send_fn()) : 0;
+}
+
+// What a capture sees is what the wire carries: after the faults.
+bool ShmLink::deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                             size_t len) noexcept {
   if (capture_) capture_->maybe_mirror(packet, len);
   if (wire::is_multicast_lid(dlid)) {
     // The emulated switch replicates: one copy into every member process.

@@ -12,6 +12,7 @@
 
 #include "common/control_channel.h"
 #include "provider/core/capture_mirror.h"
+#include "provider/core/link_faults.h"
 #include "transport/engine/context_link.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/link/shm_ring.h"
@@ -28,6 +29,11 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   bool wants_crcs() const noexcept override { return false; }
   /// Copies every packet sent to `ibemu capture` while one runs.
   void attach_capture(std::unique_ptr<CaptureMirror> mirror) { capture_ = std::move(mirror); }
+  /// Passes packets through the faults of the links they cross while any is impaired.
+  void attach_faults(std::unique_ptr<LinkFaults> faults) { faults_ = std::move(faults); }
+  /// Sends the packets faults held back whose time has come; when the next is
+  /// due (0: none).
+  int64_t release_held(int64_t now_ns) noexcept;
 
   engine::Delivery to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept override;
   engine::Delivery to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept override;
@@ -59,6 +65,14 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   ControlClient* daemon_;
   const int device_;
   std::unique_ptr<CaptureMirror> capture_;
+  std::unique_ptr<LinkFaults> faults_;
+  /// Puts a packet on the wire: into the destination's inbox (inboxes).
+  bool deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
+  LinkFaults::Send send_fn() {
+    return [this](uint16_t dlid, uint32_t qp, const uint8_t* p, size_t n) {
+      return deliver_packet(dlid, qp, p, n);
+    };
+  }
   std::mutex mutex_;
   std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
   std::map<uint16_t, Group> groups_;                           // by MLID

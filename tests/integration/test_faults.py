@@ -1,0 +1,135 @@
+"""ibemu fault: what a link does to packets, and link failures, on one host.
+RC delivers everything exactly once over a link that loses, duplicates and
+reorders (a capture shows the go-back-N retransmissions); UD loses what the
+link loses and the counters say so; a link pulled in the middle of a
+transfer ends it with IBV_WC_RETRY_EXC_ERR, and once it is back the subnet
+manager brings the port up again and new connections work."""
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, Fabric, free_tcp_port, pingpong_pair, tcp_listening
+
+RC_BULK = str(BUILD / "bin" / "rc_bulk")
+RC_STREAM = str(BUILD / "bin" / "rc_stream")
+UD_LOSSY = str(Path(__file__).parent / "verbs_cases" / "ud_lossy.py")
+
+
+@pytest.fixture
+def lossy(tmp_path):
+    f = Fabric(tmp_path / "rt")
+    f.up()
+    yield f
+    f.down()
+
+
+def port_status(fabric, device, num):
+    dev = next(d for d in fabric.status()["devices"] if d["name"] == device)
+    return next(p for p in dev["port_info"] if p["port"] == num)
+
+
+def test_rc_moves_a_gigabyte_whole_over_a_lossy_link(lossy):
+    lossy.ibemu("fault", "set", "-i", "ibemu0:1", "--drop", "5", "--duplicate", "5", "--reorder",
+                "5", "--seed", "11")
+    assert port_status(lossy, "ibemu0", 1)["faults"]["drop_ppm"] == 50000
+    # A 16 ms local ACK timeout: the emulated link delivers in microseconds.
+    r = lossy.run([RC_BULK, "-m", "1024", "-t", "12"], timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr + lossy.logs()
+    assert r.stdout.split("\n")[:2] == ["write 1024 MiB ok", "send 1024 MiB ok"], r.stdout
+    drops = port_status(lossy, "ibemu0", 1)["counters"]["drops"]["link_faults"]
+    assert drops > 1000, drops
+
+
+def test_capture_shows_the_retransmissions(lossy, tmp_path):
+    lossy.ibemu("fault", "set", "-i", "ibemu0:1", "--drop", "5", "--seed", "5")
+    pcap = tmp_path / "lossy.pcap"
+    cap = subprocess.Popen([lossy.ibemu_bin, "-r", str(lossy.runtime_dir), "capture", "-w",
+                            str(pcap)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    while not pcap.exists():
+        time.sleep(0.02)
+    r = lossy.run([RC_BULK, "-m", "32", "-t", "12"], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cap.terminate()
+    cap.communicate(timeout=30)
+    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "infiniband.bth.opcode",
+                          "-e", "infiniband.bth.psn", "-e", "infiniband.aeth.syndrome"],
+                         capture_output=True, text=True, timeout=120).stdout
+    rows = [line.split("\t") for line in out.splitlines()]
+    write_psns = [r[1] for r in rows if r[0] in ("6", "7", "8")]  # RDMA WRITE First/Middle/Last
+    assert len(write_psns) > len(set(write_psns)), "no WRITE packet was sent twice"
+    # PSN sequence error NAKs (AETH syndrome 011 00000) asked for them.
+    naks = [r for r in rows if r[0] == "17" and r[2] and int(r[2], 0) == 0x60]
+    assert naks, "no PSN sequence error NAK"
+
+
+def test_ud_loses_what_the_link_loses(lossy):
+    lossy.ibemu("fault", "set", "-i", "ibemu1:1", "--drop", "30", "--seed", "2")
+    r = lossy.run(["/usr/bin/python3", UD_LOSSY, "200"], timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    received = int(re.search(r"received (\d+)", r.stdout).group(1))
+    assert 100 < received < 180, received
+    lost = port_status(lossy, "ibemu0", 1)["counters"]["drops"]["link_faults"]
+    assert lost == 200 - received, (lost, received)
+
+
+def test_same_seed_same_losses(lossy):
+    got = []
+    for _ in range(2):
+        lossy.ibemu("fault", "set", "-i", "ibemu1:1", "--drop", "30", "--seed", "9")
+        r = lossy.run(["/usr/bin/python3", UD_LOSSY, "100"], timeout=120)
+        got.append(r.stdout)
+    assert got[0] == got[1], got
+
+
+def test_delay_is_added_to_every_packet(lossy):
+    fast = pingpong_pair(lossy, "ibv_rc_pingpong", ["-n", "20", "-s", "64"])[1]
+    lossy.ibemu("fault", "set", "-i", "ibemu0:1", "--delay", "2000")
+    slow = pingpong_pair(lossy, "ibv_rc_pingpong", ["-n", "20", "-s", "64"])[1]
+
+    def usec_per_iter(out):
+        return float(re.search(r"([\d.]+) usec/iter", out).group(1))
+    # Each iteration crosses the link twice (a SEND each way; ACKs ride back
+    # meanwhile): at least 4 ms per iteration, which no host is slow enough
+    # to take without the delay.
+    assert usec_per_iter(slow) >= 4000, slow
+    assert usec_per_iter(fast) < usec_per_iter(slow), (fast, slow)
+
+
+def test_link_down_ends_a_transfer_and_up_brings_the_port_back(lossy):
+    port = free_tcp_port()
+    server = lossy.spawn([RC_STREAM, "-d", "ibemu0", "-p", str(port), "-t", "10"])
+    deadline = time.time() + 20
+    while not tcp_listening(port):
+        assert time.time() < deadline and server.poll() is None
+        time.sleep(0.02)
+    client = lossy.spawn([RC_STREAM, "-d", "ibemu1", "-p", str(port), "-t", "10", "localhost"])
+    time.sleep(0.5)
+    lossy.ibemu("fault", "link", "ibemu0:1", "down")
+    out = client.communicate(timeout=60)[0]
+    server.kill()
+    server.communicate()
+    # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
+    assert client.returncode == 1 and "transport retry counter exceeded" in out, out
+    assert port_status(lossy, "ibemu0", 1)["state"] == "DOWN"
+    lossy.ibemu("fault", "link", "ibemu0:1", "up")
+    deadline = time.time() + 30
+    while port_status(lossy, "ibemu0", 1)["state"] != "ACTIVE":
+        assert time.time() < deadline, lossy.logs()
+        time.sleep(0.1)
+    pingpong_pair(lossy, "ibv_rc_pingpong", ["-n", "10"])
+
+
+def test_bad_requests(lossy):
+    r = lossy.ibemu("fault", "set", "-i", "ibemu7", "--drop", "1", check=False)
+    assert r.returncode != 0 and "no such" in r.stderr, r.stderr
+    r = lossy.ibemu("fault", "link", "ibemu0", "down", check=False)
+    assert r.returncode != 0, r.stderr
+    r = lossy.ibemu("fault", "set", "--drop", "101", check=False)
+    assert r.returncode != 0
+    lossy.ibemu("fault", "set", "--drop", "1")
+    lossy.ibemu("fault", "clear")
+    assert "faults" not in port_status(lossy, "ibemu1", 2)
