@@ -23,6 +23,7 @@
 #include "emulator-daemon/cli/capture_command.h"
 #include "emulator-daemon/cli/environment.h"
 #include "emulator-daemon/cli/fault_command.h"
+#include "emulator-daemon/cli/topology_command.h"
 
 namespace {
 
@@ -303,6 +304,16 @@ int main(int argc, char** argv) {
   fault_link->add_option("state", fault.link_state, "down or up")
       ->required()
       ->check(CLI::IsMember({"down", "up"}));
+  auto* fault_nak = fault_cmd->add_subcommand("nak", "make a QP's responder NAK its next requests");
+  fault_nak->add_option("device", fault.interface, "DEVICE")->required();
+  fault_nak->add_option("qpn", fault.qpn, "QP number (decimal or 0x...)")->required();
+  fault_nak->add_option("kind", fault.nak_kind, "rnr or psn (PSN sequence error)")
+      ->required()
+      ->check(CLI::IsMember({"rnr", "psn"}));
+  fault_nak->add_option("-c,--count", fault.count, "how many requests (0 cancels)")
+      ->capture_default_str();
+  auto* topology =
+      app.add_subcommand("topology", "the switch, its ports and what they are cabled to");
   ibemu::CaptureOptions cap;
   auto* capture = app.add_subcommand("capture", "write the packets crossing ports to a pcap file");
   capture->add_option("-w,--write", cap.file, "pcap file (LINKTYPE_INFINIBAND) to write")
@@ -347,8 +358,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("env")) return cmd_env(o);
     if (*run) return cmd_run(o);
     if (*capture) return ibemu::capture_command(o.runtime_dir, cap);
+    if (*topology) return ibemu::topology_command(o.runtime_dir);
     if (*fault_cmd) {
-      fault.action = *fault_set ? "set" : *fault_clear ? "clear" : "link";
+      fault.action = *fault_set ? "set" : *fault_clear ? "clear" : *fault_nak ? "nak" : "link";
       return ibemu::fault_command(o.runtime_dir, fault);
     }
   } catch (const std::exception& e) {

@@ -3,7 +3,8 @@ RC delivers everything exactly once over a link that loses, duplicates and
 reorders (a capture shows the go-back-N retransmissions); UD loses what the
 link loses and the counters say so; a link pulled in the middle of a
 transfer ends it with IBV_WC_RETRY_EXC_ERR, and once it is back the subnet
-manager brings the port up again and new connections work."""
+manager brings the port up again and new connections work; forced RNR and
+PSN sequence NAKs on a QP; ibemu topology shows the cables."""
 import re
 import subprocess
 import time
@@ -133,3 +134,37 @@ def test_bad_requests(lossy):
     lossy.ibemu("fault", "set", "--drop", "1")
     lossy.ibemu("fault", "clear")
     assert "faults" not in port_status(lossy, "ibemu1", 2)
+
+
+@pytest.mark.parametrize("kind,syndromes", [("rnr", range(0x20, 0x40)), ("psn", [0x60])])
+def test_forced_naks_on_a_qp(lossy, tmp_path, kind, syndromes):
+    pcap = tmp_path / f"{kind}.pcap"
+    cap = subprocess.Popen([lossy.ibemu_bin, "-r", str(lossy.runtime_dir), "capture", "-w",
+                            str(pcap)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    while not pcap.exists():
+        time.sleep(0.02)
+    bulk = subprocess.Popen([RC_BULK, "-m", "32", "-t", "12", "-w"], env=lossy.env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    target = bulk.stdout.readline().split()[2]  # the QP on ibemu1 that receives
+    lossy.ibemu("fault", "nak", "ibemu1", target, kind, "--count", "3")
+    out = bulk.communicate("go\n", timeout=120)[0]
+    assert bulk.returncode == 0 and "send 32 MiB ok" in out, out
+    cap.terminate()
+    cap.communicate(timeout=30)
+    rows = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "infiniband.bth.opcode",
+                           "-e", "infiniband.aeth.syndrome"],
+                          capture_output=True, text=True, timeout=120).stdout.splitlines()
+    naks = [r for r in rows if r.startswith("17\t") and int(r.split("\t")[1], 0) in syndromes]
+    assert len(naks) == 3, naks
+
+
+def test_topology_shows_every_cable_and_a_pulled_one(lossy):
+    out = lossy.ibemu("topology").stdout
+    for dev, port in (("ibemu0", 1), ("ibemu0", 2), ("ibemu1", 1), ("ibemu1", 2)):
+        p = port_status(lossy, dev, port)
+        assert re.search(rf"-> {dev}/{port}\s+Active\s+LinkUp\s+port guid {p['port_guid']} "
+                         rf"lid {p['lid']}\b", out), out
+    assert "(SM)" in out
+    lossy.ibemu("fault", "link", "ibemu1:2", "down")
+    assert re.search(r"-> ibemu1/2\s+Down\s+Polling", lossy.ibemu("topology").stdout)

@@ -1,0 +1,46 @@
+#include "emulator-daemon/cli/topology_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <map>
+
+#include "common/control_channel.h"
+#include "common/runtime_paths.h"
+
+namespace ibemu {
+
+int topology_command(const std::string& runtime_dir) {
+  ControlClient client;
+  Json reply;
+  const std::string socket = RuntimePaths{runtime_dir}.socket();
+  if (client.connect(socket) ||
+      client.request({{"op", "hello"}, {"role", "cli"}, {"pid", getpid()}}, &reply) ||
+      client.request({{"op", "status"}}, &reply) || !reply.value("ok", false)) {
+    std::cerr << "ibemu topology: " << daemon_not_running_message(socket) << "\n";
+    return 1;
+  }
+  const Json& subnet = reply["subnet"];
+  std::map<std::string, const Json*> ca_ports;  // "device/port" -> its entry
+  for (const Json& p : subnet["ports"])
+    ca_ports[fmt::format("{}/{}", p["device"].get<std::string>(), p["port"].get<int>())] = &p;
+  const Json& sw = subnet["switch"];
+  std::cout << fmt::format("Switch {} \"{}\" lid {}\n", sw["guid"].get<std::string>(),
+                           sw["description"].get<std::string>(), sw["lid"].get<int>());
+  for (const Json& sp : sw["ports"]) {
+    if (!sp.contains("peer")) continue;  // port 0, the management port
+    const std::string peer = sp["peer"].get<std::string>();
+    std::cout << fmt::format("  [{}] -> {:<10} {:<7} {:<8}", sp["port"].get<int>(), peer,
+                             sp["state"].get<std::string>(), sp["phys_state"].get<std::string>());
+    if (auto it = ca_ports.find(peer); it != ca_ports.end()) {
+      const Json& p = *it->second;
+      std::cout << fmt::format(" port guid {} lid {}{}", p["guid"].get<std::string>(),
+                               p["lid"].get<int>(), p["is_sm"].get<bool>() ? " (SM)" : "");
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ibemu
