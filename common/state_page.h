@@ -61,6 +61,19 @@ struct LinkFaultView {
 };
 static_assert(sizeof(LinkFaultView) == 32);
 
+/// ibemu fault nak: the next `count` new requests to QP `qpn` of a device
+/// are NAKed by its responder. An entry is identified by `id` (non-zero);
+/// each process counts what it has consumed of each id itself.
+struct ForcedNakView {
+  uint32_t id;
+  uint16_t device;
+  uint8_t kind;  // engine::ForcedNak
+  uint8_t reserved;
+  uint32_t qpn;
+  uint32_t count;
+};
+inline constexpr int kMaxForcedNaks = 16;
+
 struct StatePage {
   static constexpr uint64_t kMagic = 0x65746174'53554d45ull;  // "EMUState"
   uint64_t magic;
@@ -76,6 +89,9 @@ struct StatePage {
   std::atomic<uint32_t> links_impaired;
   uint32_t reserved2;
   LinkFaultView faults[kMaxDevices][kMaxPorts];  // under `seq`, like the ports
+  std::atomic<uint32_t> forced_nak_entries;      // non-zero: look at forced_naks
+  uint32_t reserved3;
+  ForcedNakView forced_naks[kMaxForcedNaks];  // under `seq`
 
   /// Copies one link's faults consistently (seqlock read).
   LinkFaultView read_faults(int dev, int port_index) const {

@@ -111,6 +111,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "capture_start" || op == "capture_status" || op == "capture_stop")
       return do_capture(s, op, req);
     if (op == "fault_set" || op == "fault_clear" || op == "link") return do_fault(op, req);
+    if (op == "fault_nak") return do_forced_nak(req);
     if (op == "shutdown") return do_shutdown();
     return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
   } catch (const std::exception& e) {
@@ -550,6 +551,34 @@ Json Daemon::do_fault(const std::string& op, const Json& req) {
     state_page_.set_link_faults(p, none ? LinkFaultView{} : f);
   }
   log_info("{} on {} port(s)", op, ports->size());
+  return ok_reply();
+}
+
+// ibemu fault nak: the responder of QP `qpn` NAKs its next `count` new
+// requests. A new order for a QP replaces the last; count 0 cancels it.
+Json Daemon::do_forced_nak(const Json& req) {
+  const int d = device_index(req.at("device"));
+  if (d < 0) return error_reply(ENODEV, "no such device");
+  const uint32_t qpn = req.at("qpn").get<uint32_t>();
+  const std::string kind = req.value("kind", std::string("rnr"));
+  if (kind != "rnr" && kind != "psn") return error_reply(EINVAL, "kind is rnr or psn");
+  const uint32_t count = req.value("count", 1u);
+  std::erase_if(forced_naks_,
+                [&](const ForcedNakView& e) { return e.device == d && e.qpn == qpn; });
+  if (count) {
+    if (forced_naks_.size() >= size_t(kMaxForcedNaks))
+      return error_reply(ENOSPC, "too many forced NAKs pending");
+    ForcedNakView e{};
+    e.id = next_forced_nak_id_++;
+    e.device = uint16_t(d);
+    e.kind = kind == "rnr" ? 1 : 2;  // engine::ForcedNak
+    e.qpn = qpn;
+    e.count = count;
+    forced_naks_.push_back(e);
+  }
+  state_page_.set_forced_naks(forced_naks_);
+  log_info("fault nak: the next {} requests to {} QP {:#x} get a {} NAK", count,
+           config_.devices[d].name, qpn, kind);
   return ok_reply();
 }
 

@@ -66,6 +66,7 @@ class Daemon : public RequestHandler {
   Json do_smp(const Json& req);
   Json do_capture(SessionInfo& s, const std::string& op, const Json& req);
   Json do_fault(const std::string& op, const Json& req);
+  Json do_forced_nak(const Json& req);
   /// The ports a request names: "device" (and "port"), or all of them.
   std::optional<std::vector<PortRef>> selected_ports(const Json& req) const;
   Json do_shutdown();
@@ -89,6 +90,8 @@ class Daemon : public RequestHandler {
   CaptureService capture_;
   std::map<SessionId, Client> clients_;
   std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
+  std::vector<ForcedNakView> forced_naks_;               // ibemu fault nak
+  uint32_t next_forced_nak_id_ = 1;
   std::function<void()> on_stop_;
   bool stopped_ = false;
 };

@@ -81,6 +81,15 @@ void StatePagePublisher::set_link_faults(PortRef port, const LinkFaultView& faul
   update_impaired();
 }
 
+void StatePagePublisher::set_forced_naks(const std::vector<ForcedNakView>& entries) noexcept {
+  page_->seq.fetch_add(1, std::memory_order_acq_rel);
+  for (int i = 0; i < kMaxForcedNaks; ++i)
+    page_->forced_naks[i] = size_t(i) < entries.size() ? entries[i] : ForcedNakView{};
+  page_->seq.fetch_add(1, std::memory_order_release);
+  page_->forced_nak_entries.store(uint32_t(std::min<size_t>(entries.size(), kMaxForcedNaks)),
+                                  std::memory_order_release);
+}
+
 void StatePagePublisher::update_impaired() noexcept {
   static const LinkFaultView kNone{};
   bool impaired = false;

@@ -1,6 +1,8 @@
 #pragma once
 // Publishes the host's HCA state to every process through a shared memfd
 // (common/state_page.h): one writer (the daemon thread), lock-free readers.
+#include <vector>
+
 #include "common/config.h"
 #include "common/state_page.h"
 #include "emulator-daemon/subnet.h"
@@ -18,6 +20,8 @@ class StatePagePublisher {
   void update_port(PortRef port) noexcept;
   void set_capture_sessions(uint32_t n) noexcept;
   void set_link_faults(PortRef port, const LinkFaultView& faults) noexcept;
+  /// At most kMaxForcedNaks entries; the rest are ignored.
+  void set_forced_naks(const std::vector<ForcedNakView>& entries) noexcept;
   /// A read-only fd for clients (a fresh O_RDONLY open of the memfd).
   int reader_fd() const noexcept;
   uint64_t epoch() const { return page_->daemon_epoch.load(); }

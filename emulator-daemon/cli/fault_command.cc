@@ -10,9 +10,11 @@
 namespace ibemu {
 
 int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
-  Json req = {{"op", o.action == "set"     ? "fault_set"
-                     : o.action == "clear" ? "fault_clear"
-                                           : "link"}};
+  const char* op = o.action == "set"     ? "fault_set"
+                   : o.action == "clear" ? "fault_clear"
+                   : o.action == "nak"   ? "fault_nak"
+                                         : "link";
+  Json req = {{"op", op}};
   if (!o.interface.empty()) {
     const auto colon = o.interface.find(':');
     req["device"] = o.interface.substr(0, colon);
@@ -28,6 +30,11 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
     req["seed"] = o.seed;
   }
   if (o.action == "link") req["up"] = o.link_state == "up";
+  if (o.action == "nak") {
+    req["qpn"] = std::stoul(o.qpn, nullptr, 0);
+    req["kind"] = o.nak_kind;
+    req["count"] = o.count;
+  }
 
   ControlClient client;
   Json reply;

@@ -137,6 +137,8 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
                                                     [this] { inbox_.wake(); }));
   engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get(), link_.get(),
                                                 session_);
+  forced_naks_ = std::make_unique<ForcedNakTable>(page_, device_index_);
+  engine_->set_forced_naks(forced_naks_.get());
   // Packets between processes of one host never leave memory this host
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);

@@ -8,7 +8,10 @@
  *   send N MiB ok
  * and exits 0, or says what went wrong and exits 1.
  *
- *   rc_bulk [-m MiB] [-t timeout]
+ * With -w it prints "qpn A B" (the QP numbers on ibemu0 and ibemu1) once
+ * connected and waits for a line on stdin before it starts.
+ *
+ *   rc_bulk [-m MiB] [-t timeout] [-w]
  */
 #include <getopt.h>
 #include <infiniband/verbs.h>
@@ -136,12 +139,14 @@ static void round_trip(struct side* a, struct side* b, int use_send, uint64_t ba
 }
 
 int main(int argc, char** argv) {
-  int mib = 1024, timeout = 14, c;
-  while ((c = getopt(argc, argv, "m:t:")) != -1) {
+  int mib = 1024, timeout = 14, wait_for_go = 0, c;
+  while ((c = getopt(argc, argv, "m:t:w")) != -1) {
     if (c == 'm')
       mib = atoi(optarg);
     else if (c == 't')
       timeout = atoi(optarg);
+    else if (c == 'w')
+      wait_for_go = 1;
     else
       return 2;
   }
@@ -153,6 +158,12 @@ int main(int argc, char** argv) {
   if (connect_rc_qp(a.qp, b.qp->qp_num, b.lid, IBV_MTU_4096, timeout, 7, access) ||
       connect_rc_qp(b.qp, a.qp->qp_num, a.lid, IBV_MTU_4096, timeout, 7, access))
     die("connect");
+  if (wait_for_go) {
+    printf("qpn %#x %#x\n", a.qp->qp_num, b.qp->qp_num);
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin)) die("stdin closed");
+  }
   for (int use_send = 0; use_send < 2; ++use_send) {
     for (int r = 0; r < mib / ROUND_CHUNKS; ++r)
       round_trip(&a, &b, use_send, (uint64_t)r * ROUND_CHUNKS * CHUNK);

@@ -52,6 +52,8 @@ class HcaEngine {
 
   /// Whether the link verifies ICRC/VCRC of received packets.
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
+  /// QPs created from now on ask `source` whether to NAK a request (ibemu fault nak).
+  void set_forced_naks(ForcedNakSource* source) { forced_naks_ = source; }
 
  private:
   void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
@@ -77,6 +79,7 @@ class HcaEngine {
     std::array<uint8_t, 16> mgid;
   };
   std::multimap<uint16_t, McMember> mcast_;  // by MLID; under qps_mutex_
+  ForcedNakSource* forced_naks_ = nullptr;
   bool verify_crcs_ = true;
 };
 

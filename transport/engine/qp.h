@@ -16,6 +16,7 @@
 #include "transport/engine/completion_queue.h"
 #include "transport/engine/context_link.h"
 #include "transport/engine/counters.h"
+#include "transport/engine/forced_naks.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/response_path.h"
@@ -59,10 +60,11 @@ struct QpEnv {
   PacketSink* sink = nullptr;
   const PortTable* ports = nullptr;
   std::function<void(uint32_t qpn, QpEvent)> on_event;
-  EngineCounters* counters = nullptr;  // drops a QP decides on; may be null
-  const SrqDirectory* srqs = nullptr;  // XRC SRQs of the context, by number
-  ContextLink* contexts = nullptr;     // the other contexts of this HCA; may be null
-  uint64_t context_id = 0;             // this context, as they address it
+  EngineCounters* counters = nullptr;      // drops a QP decides on; may be null
+  const SrqDirectory* srqs = nullptr;      // XRC SRQs of the context, by number
+  ContextLink* contexts = nullptr;         // the other contexts of this HCA; may be null
+  uint64_t context_id = 0;                 // this context, as they address it
+  ForcedNakSource* forced_naks = nullptr;  // test hook; may be null
 };
 
 class Qp {
@@ -160,6 +162,8 @@ class Qp {
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
+  /// Answers a new request with a NAK the fabric forces; true if it did.
+  bool responder_forced_nak(uint32_t psn) noexcept;
 
   // xrc_forwarding.cc: requests for XRC SRQs of other contexts
   bool xrc_remote() const noexcept { return fwd_.srqn != 0; }

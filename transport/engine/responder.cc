@@ -138,6 +138,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     }
   }
   resp_.nak_sent = false;
+  if (rc && (flags & wire::kIsFirst) && responder_forced_nak(psn)) return;
 
   // Opcode sequence (IBA 9.7.5.1.2 / C9-89): inside a multi-packet message
   // only its middle/last packets may come.
@@ -199,6 +200,25 @@ void Qp::responder_finish(const wire::PacketView& pkt) noexcept {
   resp_.epsn = wire::psn_add(psn, 1);
   if (reliable() && (pkt.bth().ack_req() || (pkt.info->flags & wire::kIsLast)))
     send_ack(psn, wire::make_ack_syndrome(kNoCredits));
+}
+
+// ibemu fault nak: a new request answered as if the responder had no receive
+// WQE (RNR NAK) or had missed a packet (PSN sequence error NAK), without
+// executing it; the requester's retry paths do the rest.
+bool Qp::responder_forced_nak(uint32_t psn) noexcept {
+  if (!env_.forced_naks) return false;
+  switch (env_.forced_naks->take(init_.qpn)) {
+    case ForcedNak::kRnr:
+      send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+      break;
+    case ForcedNak::kPsnSequence:
+      send_ack(resp_.epsn, wire::make_nak_syndrome(NakCode::kPsnSequenceError));
+      break;
+    default:
+      return false;
+  }
+  resp_.nak_sent = true;
+  return true;
 }
 
 // An XRC receive QP has no PD, CQ or receive queue of its own: each request
