@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <vector>
 
@@ -107,6 +108,36 @@ bool CaptureService::matches(const CaptureFilter& f, PortRef from, uint32_t src_
   if (f.qpn && v.bth().dest_qp() != *f.qpn && src_qpn != *f.qpn) return false;
   if (f.lid && slid != *f.lid && dlid != *f.lid) return false;
   return true;
+}
+
+bool CaptureService::active() const {
+  for (const auto& [id, c] : captures_)
+    if (!c.done) return true;
+  return false;
+}
+
+void CaptureService::record_mad(PortRef from, uint16_t slid, uint16_t dlid, uint32_t sqpn,
+                                uint32_t dqpn, const uint8_t* mad, size_t len) {
+  // Only MADs that fit one packet: RMPP transfers are handed over whole here
+  // and never exist as segments.
+  if (!active() || len > 256) return;
+  wire::PacketHeaders h;
+  h.lrh.set_vl(dqpn == 0 ? 15 : 0);  // IBA 7.6.5: SMPs travel on VL15
+  h.lrh.set_dlid(dlid);
+  h.lrh.set_slid(slid);
+  h.bth.set_opcode(static_cast<uint8_t>(wire::Opcode::kUdSendOnly));
+  h.bth.set_pkey(0xffff);
+  h.bth.set_dest_qp(dqpn);
+  h.deth.set_qkey(dqpn == 1 ? 0x80010000 : 0);  // IBA 13.5.1: QP1's well-known Q_Key
+  h.deth.set_src_qp(sqpn);
+  std::vector<uint8_t> packet(wire::kMaxPacket);
+  const size_t hlen = wire::write_headers(packet.data(), h);
+  std::memcpy(packet.data() + hlen, mad, len);
+  const size_t total = wire::finalize_packet(packet.data(), hlen, len, true);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  record(uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec), from, sqpn, packet.data(),
+         total);
 }
 
 void CaptureService::record(uint64_t time_ns, PortRef from, uint32_t src_qpn, const uint8_t* packet,

@@ -52,6 +52,12 @@ class CaptureService {
   /// {"packets": N, "done": bool, "file": current file}, or null.
   Json describe(uint64_t session, uint64_t id) const;
 
+  /// Whether any capture is running (worth building a packet for).
+  bool active() const;
+  /// A MAD as the QP0/QP1 packet that carries it (LRH, BTH, DETH, the MAD;
+  /// VL15 for SMPs), recorded now as crossing `from`.
+  void record_mad(PortRef from, uint16_t slid, uint16_t dlid, uint32_t sqpn, uint32_t dqpn,
+                  const uint8_t* mad, size_t len);
   /// A packet that crossed `from` at `time_ns` (the providers' mirror, or
   /// a packet the daemon moved itself).
   void record(uint64_t time_ns, PortRef from, uint32_t src_qpn, const uint8_t* packet, size_t len);

@@ -58,6 +58,10 @@ void Daemon::start() {
   umad_.set_local_agent(
       uint8_t(mad::MgmtClass::kPerfMgt),
       [this](PortRef port, const uint8_t* mad, size_t len) { return pma_.handle(port, mad, len); });
+  umad_.set_tap([this](PortRef from, uint16_t slid, uint16_t dlid, uint32_t sqpn, uint32_t dqpn,
+                       const uint8_t* mad, size_t len) {
+    capture_.record_mad(from, slid, dlid, sqpn, dqpn, mad, len);
+  });
   umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
   capture_.start(paths_.dir + "/" + kCaptureSocketName);
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });

@@ -145,6 +145,7 @@ void MadRouter::dispatch(const Agent& sender, const uint8_t* mad, size_t len, ui
     ++counters_.unreachable;
     return;
   }
+  if (tap_) tap_(sender.port, from.lid, dlid, 1, 1, mad, len);
   arrive(*to, Source{from.lid, 1}, mad, len);
 }
 
@@ -154,12 +155,15 @@ void MadRouter::send_smp(const Agent& sender, const uint8_t* mad, size_t len, ui
     ++counters_.malformed;
     return;
   }
+  const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
+  const uint16_t own_lid = directed ? uint16_t{0xffff} : subnet_.port(sender.port).lid;
+  if (tap_) tap_(sender.port, own_lid, dlid, 0, 0, mad, len);
   auto resp = subnet_.process_smp(sender.port, mad, len, dlid);
   if (!resp) {
     ++counters_.unreachable;
     return;
   }
-  const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
+  if (tap_) tap_(sender.port, dlid, own_lid, 0, 0, resp->data(), resp->size());
   arrive_response(sender.port, Source{directed ? uint16_t{0xffff} : dlid, 0}, resp->data(),
                   resp->size());
 }
@@ -207,7 +211,9 @@ void MadRouter::answer_unsupported(PortRef port, const Source& src, const uint8_
 void MadRouter::respond(PortRef port, const Source& src, const uint8_t* resp, size_t len) {
   const auto back = subnet_.port_by_lid(src.slid);
   if (!back) return;
-  arrive_response(*back, Source{subnet_.port(port).lid, 1}, resp, len);
+  const uint16_t lid = subnet_.port(port).lid;
+  if (tap_) tap_(port, lid, src.slid, 1, 1, resp, len);
+  arrive_response(*back, Source{lid, 1}, resp, len);
 }
 
 void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,

@@ -74,6 +74,11 @@ class MadRouter {
 
   /// Requests of `mgmt_class` that no registered agent serves go to `agent`.
   void set_local_agent(uint8_t mgmt_class, LocalAgent agent);
+  /// Told of every MAD as it would cross the wire out of port `from`: its
+  /// LIDs, source and destination QP (0 or 1) and bytes. For captures.
+  using Tap = std::function<void(PortRef from, uint16_t slid, uint16_t dlid, uint32_t sqpn,
+                                 uint32_t dqpn, const uint8_t* mad, size_t len)>;
+  void set_tap(Tap tap) { tap_ = std::move(tap); }
 
   /// IB_USER_MAD_REGISTER_AGENT: 0 and the file's new agent id, or the errno
   /// the kernel gives (EINVAL for a bad request or a method another agent of
@@ -133,6 +138,7 @@ class MadRouter {
   Subnet& subnet_;
   Deliver deliver_;
   std::map<uint8_t, LocalAgent> local_agents_;
+  Tap tap_;
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;
   uint32_t next_hi_tid_ = 1;

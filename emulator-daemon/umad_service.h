@@ -28,6 +28,7 @@ class UmadService {
   void set_local_agent(uint8_t mgmt_class, MadRouter::LocalAgent agent) {
     router_.set_local_agent(mgmt_class, std::move(agent));
   }
+  void set_tap(MadRouter::Tap tap) { router_.set_tap(std::move(tap)); }
   /// Open umad files.
   size_t files() const { return files_.size(); }
 

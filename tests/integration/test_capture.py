@@ -143,3 +143,19 @@ def test_ctrl_c_ends_the_capture(fabric, tmp_path):
 def test_bad_interface(fabric, tmp_path, bad):
     r = fabric.ibemu("capture", "-w", str(tmp_path / "x.pcap"), *bad, check=False)
     assert r.returncode != 0 and "no such" in r.stderr, r.stderr
+
+
+def test_mads_appear_as_qp0_and_qp1_packets(fabric, tmp_path):
+    pcap = tmp_path / "mads.pcap"
+    cap = start_capture(fabric, pcap, "-c", "4")
+    lid = str(port_lid(fabric, "ibemu0", 1))
+    for cmd in (["smpquery", "-C", "ibemu1", "-P", "1", "nodeinfo", lid],
+                ["perfquery", "-C", "ibemu1", "-P", "1", "-x"]):
+        r = fabric.run(cmd, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert finish(cap) == 4
+    rows = tshark(pcap, "infiniband.bth.destqp", "infiniband.lrh.vl", "_ws.col.Info")
+    # An SMP and its response on QP0 (VL15), then the PMA's ClassPortInfo
+    # exchange on QP1.
+    assert [(r[0], r[1]) for r in rows] == [("0x000000", "0x0f")] * 2 + [("0x000001", "0x00")] * 2, rows
+    assert "SubnGet(NodeInfo)" in rows[0][2] and "SubnGetResp(NodeInfo)" in rows[1][2], rows
