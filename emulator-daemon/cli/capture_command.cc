@@ -1,7 +1,6 @@
 #include "emulator-daemon/cli/capture_command.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -9,6 +8,7 @@
 
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
 
@@ -35,8 +35,7 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
   // all end it.
   ControlClient client;
   Json reply;
-  if (client.connect(RuntimePaths{runtime_dir}.socket()) ||
-      client.request({{"op", "hello"}, {"role", "capture"}, {"pid", getpid()}}, &reply))
+  if (!open_daemon_session(client, runtime_dir, "capture"))
     return fail(daemon_not_running_message(RuntimePaths{runtime_dir}.socket()));
   sigset_t stop;
   sigemptyset(&stop);

@@ -1,11 +1,10 @@
 #include "emulator-daemon/cli/fault_command.h"
 
-#include <unistd.h>
-
 #include <iostream>
 
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
 
@@ -36,15 +35,13 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
     req["count"] = o.count;
   }
 
-  ControlClient client;
   Json reply;
-  const std::string socket = RuntimePaths{runtime_dir}.socket();
-  if (client.connect(socket) ||
-      client.request({{"op", "hello"}, {"role", "cli"}, {"pid", getpid()}}, &reply)) {
-    std::cerr << "ibemu fault: " << daemon_not_running_message(socket) << "\n";
+  if (!query_daemon(runtime_dir, req, &reply)) {
+    std::cerr << "ibemu fault: " << daemon_not_running_message(RuntimePaths{runtime_dir}.socket())
+              << "\n";
     return 1;
   }
-  if (client.request(req, &reply) || !reply.value("ok", false)) {
+  if (!reply.value("ok", false)) {
     std::cerr << "ibemu fault: " << reply.value("error", std::string("no reply")) << "\n";
     return 1;
   }

@@ -21,6 +21,7 @@
 #include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/capture_command.h"
+#include "emulator-daemon/cli/daemon_session.h"
 #include "emulator-daemon/cli/environment.h"
 #include "emulator-daemon/cli/fault_command.h"
 #include "emulator-daemon/cli/topology_command.h"
@@ -45,10 +46,7 @@ int fail(const std::string& message) {
 }
 
 bool query(const std::string& runtime_dir, const Json& req, Json* reply) {
-  ibemu::ControlClient client;
-  if (client.connect(ibemu::RuntimePaths{runtime_dir}.socket())) return false;
-  if (client.request({{"op", "hello"}, {"role", "cli"}, {"pid", getpid()}}, reply)) return false;
-  return client.request(req, reply) == 0;
+  return ibemu::query_daemon(runtime_dir, req, reply);
 }
 
 // Starts a program detached from our session, its output appended to a log.

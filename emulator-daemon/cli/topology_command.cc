@@ -1,24 +1,21 @@
 #include "emulator-daemon/cli/topology_command.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <iostream>
 #include <map>
 
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
 
 int topology_command(const std::string& runtime_dir) {
-  ControlClient client;
   Json reply;
-  const std::string socket = RuntimePaths{runtime_dir}.socket();
-  if (client.connect(socket) ||
-      client.request({{"op", "hello"}, {"role", "cli"}, {"pid", getpid()}}, &reply) ||
-      client.request({{"op", "status"}}, &reply) || !reply.value("ok", false)) {
-    std::cerr << "ibemu topology: " << daemon_not_running_message(socket) << "\n";
+  if (!query_daemon(runtime_dir, {{"op", "status"}}, &reply) || !reply.value("ok", false)) {
+    std::cerr << "ibemu topology: "
+              << daemon_not_running_message(RuntimePaths{runtime_dir}.socket()) << "\n";
     return 1;
   }
   const Json& subnet = reply["subnet"];
