@@ -8,6 +8,7 @@
 #define IBEMU_VERBS_OBJECTS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "provider/core_api.h"
 #include "provider/verbs_driver.h"
@@ -51,6 +52,7 @@ struct ibemu_srq {
 struct ibemu_xrcd {
   struct verbs_xrcd vxrcd; /* first: an ibv_xrcd* points here */
   uint32_t id;             /* the daemon's number for the domain */
+  atomic_int users;        /* XRC SRQs, receive QPs and QP handles on it */
 };
 
 static inline struct ibemu_context* to_ctx(struct ibv_context* c) {

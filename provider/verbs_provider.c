@@ -210,6 +210,7 @@ static struct ibv_srq* ibemu_create_srq_ex(struct ibv_context* c,
     }
     srq->vsrq.srq_type = IBV_SRQT_XRC;
     srq->vsrq.xrcd = &xrcd->vxrcd;
+    atomic_fetch_add(&xrcd->users, 1);
     srq->vsrq.cq = attr->cq;
   }
   struct ibv_srq* s = &srq->vsrq.srq;
@@ -271,15 +272,24 @@ static struct ibv_xrcd* ibemu_open_xrcd(struct ibv_context* c, struct ibv_xrcd_i
 
 static int ibemu_close_xrcd(struct ibv_xrcd* x) {
   struct ibemu_xrcd* xrcd = (struct ibemu_xrcd*)x;
+  /* As the kernel: a domain that SRQs or QPs still use stays open. */
+  if (atomic_load(&xrcd->users)) return EBUSY;
   int err = ibemu_core_close_xrcd(to_ctx(x->context)->core, xrcd->id);
   if (err) return err;
   free(xrcd);
   return 0;
 }
 
+/* What an XRC domain no longer carries when an SRQ or QP on it goes. */
+static void release_xrcd(struct verbs_xrcd* x) {
+  if (x) atomic_fetch_sub(&((struct ibemu_xrcd*)x)->users, 1);
+}
+
 static int ibemu_destroy_srq(struct ibv_srq* srq) {
-  int err = ibemu_core_destroy_srq(((struct ibemu_srq*)srq)->core);
+  struct ibemu_srq* s = (struct ibemu_srq*)srq;
+  int err = ibemu_core_destroy_srq(s->core);
   if (err) return err;
+  release_xrcd(s->vsrq.srq_type == IBV_SRQT_XRC ? s->vsrq.xrcd : NULL);
   free(srq);
   return 0;
 }
@@ -449,6 +459,7 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
   if (xrcd) {
     qp->vqp.xrcd = &xrcd->vxrcd;
     qp->vqp.comp_mask |= VERBS_QP_XRCD;
+    atomic_fetch_add(&xrcd->users, 1);
   }
   q->send_cq = attr->send_cq;
   q->recv_cq = attr->recv_cq;
@@ -504,6 +515,7 @@ static struct ibv_qp* ibemu_open_qp(struct ibv_context* c, struct ibv_qp_open_at
   pthread_cond_init(&q->cond, NULL);
   qp->vqp.xrcd = &xrcd->vxrcd;
   qp->vqp.comp_mask |= VERBS_QP_XRCD;
+  atomic_fetch_add(&xrcd->users, 1);
   return q;
 }
 
@@ -533,6 +545,7 @@ static int ibemu_destroy_qp(struct ibv_qp* ibqp) {
   struct ibemu_qp* qp = to_qp(ibqp);
   int err = ibemu_core_destroy_qp(qp->core);
   if (err) return err;
+  release_xrcd((qp->vqp.comp_mask & VERBS_QP_XRCD) ? qp->vqp.xrcd : NULL);
   ibemu_qp_ex_fini(qp);
   free(qp);
   return 0;

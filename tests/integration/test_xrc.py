@@ -64,7 +64,7 @@ def test_receive_qp_of_one_process_delivers_into_srq_of_another_and_ibv_open_qp(
     r = fabric.run([XRC_SHARED, str(tmp_path / "domain")], timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr + fabric.logs()
     assert "xrc_shared: all ok" in r.stdout, r.stdout
-    assert r.stdout.count("ok ") == 11, r.stdout
+    assert r.stdout.count("ok ") == 12, r.stdout
 
 
 def test_pyverbs_xrc_cases(fabric):

@@ -252,8 +252,12 @@ static void run_b(int sock, const char* file) {
   ok("the QP went with its last handle");
   put(sock, 6);
 
-  if (ibv_destroy_srq(srq) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) ||
-      ibv_close_xrcd(other) || ibv_close_xrcd(xrcd) || ibv_close_device(ctx))
+  /* 7: a domain its SRQ still uses stays open (EBUSY), as with the kernel. */
+  if (ibv_close_xrcd(xrcd) != EBUSY) fail("ibv_close_xrcd of a domain an SRQ uses");
+  if (ibv_destroy_srq(srq) || ibv_close_xrcd(xrcd)) fail("ibv_close_xrcd once the SRQ is gone");
+  ok("ibv_close_xrcd is EBUSY while an XRC SRQ uses the domain");
+  if (ibv_destroy_cq(cq) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || ibv_close_xrcd(other) ||
+      ibv_close_device(ctx))
     fail("clean-up");
   exit(0);
 }
