@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,36 @@ void read_opt(const nlohmann::json& obj, const char* key, T* out) {
   if (obj.contains(key)) *out = obj.at(key).get<T>();
 }
 
+FabricConfig parse_fabric(const nlohmann::json& f) {
+  if (!f.is_object()) throw std::runtime_error("fabric must be a JSON object");
+  static const char* keys[] = {"bind",      "port",     "peers",   "seed",
+                               "max_hosts", "hello_ms", "dead_ms", "datagram_bytes"};
+  for (auto& [key, _] : f.items())
+    if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) ==
+        std::end(keys))
+      throw std::runtime_error("unknown fabric config key: " + key);
+  FabricConfig c;
+  c.enabled = true;
+  read_opt(f, "bind", &c.bind);
+  read_opt(f, "port", &c.port);
+  read_opt(f, "peers", &c.peers);
+  read_opt(f, "seed", &c.seed);
+  read_opt(f, "max_hosts", &c.max_hosts);
+  read_opt(f, "hello_ms", &c.hello_ms);
+  read_opt(f, "dead_ms", &c.dead_ms);
+  read_opt(f, "datagram_bytes", &c.datagram_bytes);
+  if (c.max_hosts < 2 || c.max_hosts > 128)
+    throw std::runtime_error("fabric.max_hosts must be 2..128");
+  if (int(c.peers.size()) > c.max_hosts - 1)
+    throw std::runtime_error("fabric.peers lists more hosts than fabric.max_hosts allows");
+  if (c.hello_ms < 1 || c.dead_ms <= c.hello_ms)
+    throw std::runtime_error("fabric.dead_ms must be longer than fabric.hello_ms (>= 1)");
+  if (c.datagram_bytes < 4200 || c.datagram_bytes > 65000)
+    throw std::runtime_error("fabric.datagram_bytes must be 4200..65000");
+  if (c.port == 0) throw std::runtime_error("fabric.port must not be 0");
+  return c;
+}
+
 }  // namespace
 
 Config Config::parse(const std::string& json_text) {
@@ -59,8 +90,8 @@ Config Config::parse(const std::string& json_text) {
     throw std::runtime_error(std::string("config is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
-  static const char* known[] = {"devices",       "max_mtu", "default_pkey",
-                                "subnet_prefix", "host_id", "log_level"};
+  static const char* known[] = {"devices", "max_mtu",   "default_pkey", "subnet_prefix",
+                                "host_id", "log_level", "fabric"};
   for (auto& [key, _] : j.items()) {
     bool ok = false;
     for (auto* k : known) ok |= key == k;
@@ -72,6 +103,7 @@ Config Config::parse(const std::string& json_text) {
     read_opt(j, "host_id", &cfg.host_id);
     read_opt(j, "log_level", &cfg.log_level);
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
+    if (j.contains("fabric")) cfg.fabric = parse_fabric(j["fabric"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
       static const char* device_keys[] = {
@@ -140,7 +172,14 @@ void Config::finalize() {
     devices[0].name = "ibemu0";
     devices[1].name = "ibemu1";
   }
-  if (host_id == 0) host_id = static_cast<uint32_t>(std::hash<std::string>{}(host)) & 0xffffff;
+  if (host_id == 0) {
+    // Hosts emulated in network namespaces of one machine share the hostname;
+    // the namespace's inode tells them apart (and is fixed for the initial one).
+    struct stat ns {};
+    std::string id = host;
+    if (stat("/proc/self/ns/net", &ns) == 0) id += "/" + std::to_string(ns.st_ino);
+    host_id = static_cast<uint32_t>(std::hash<std::string>{}(id)) & 0xffffff;
+  }
   for (size_t i = 0; i < devices.size(); ++i) {
     auto& d = devices[i];
     if (d.name.empty()) d.name = "ibemu" + std::to_string(i);

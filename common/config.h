@@ -21,6 +21,20 @@ struct DeviceConfig {
   std::string node_desc;  // default "<hostname> <name>"
 };
 
+/// The UDP links to the daemons of other hosts (docs/configuration.md,
+/// "fabric"). Off unless the config has a "fabric" object.
+struct FabricConfig {
+  bool enabled = false;
+  std::string bind = "0.0.0.0";    // IPv4 address the daemon's UDP socket binds
+  uint16_t port = 18515;           // UDP port, here and the default of peers
+  std::vector<std::string> peers;  // "host[:port]": the other hosts, fixed
+  std::string seed;                // "host[:port]": a member through which this host joins
+  int max_hosts = 16;              // the switch gets max_hosts - 1 inter-host ports
+  int hello_ms = 100;              // how often each peer is told we are alive
+  int dead_ms = 1000;              // a peer silent this long is down: its link goes Down
+  int datagram_bytes = 16384;      // packets share a datagram up to this size
+};
+
 struct Config {
   std::vector<DeviceConfig> devices;
   int max_mtu = 4096;  // bytes: 256, 512, 1024, 2048 or 4096
@@ -28,6 +42,7 @@ struct Config {
   uint64_t subnet_prefix = 0xfe80000000000000ull;
   uint32_t host_id = 0;  // 0 = derived from the hostname; distinguishes GUIDs of hosts
   std::string log_level = "info";
+  FabricConfig fabric;
 
   /// Parses the JSON text; throws std::runtime_error with a readable reason.
   static Config parse(const std::string& json_text);

@@ -11,6 +11,7 @@
 
 #include "common/capture_record.h"
 #include "common/log.h"
+#include "emulator-daemon/mad_packet.h"
 #include "transport/wire/packet.h"
 
 namespace ibemu {
@@ -121,23 +122,11 @@ void CaptureService::record_mad(PortRef from, uint16_t slid, uint16_t dlid, uint
   // Only MADs that fit one packet: RMPP transfers are handed over whole here
   // and never exist as segments.
   if (!active() || len > 256) return;
-  wire::PacketHeaders h;
-  h.lrh.set_vl(dqpn == 0 ? 15 : 0);  // IBA 7.6.5: SMPs travel on VL15
-  h.lrh.set_dlid(dlid);
-  h.lrh.set_slid(slid);
-  h.bth.set_opcode(static_cast<uint8_t>(wire::Opcode::kUdSendOnly));
-  h.bth.set_pkey(0xffff);
-  h.bth.set_dest_qp(dqpn);
-  h.deth.set_qkey(dqpn == 1 ? 0x80010000 : 0);  // IBA 13.5.1: QP1's well-known Q_Key
-  h.deth.set_src_qp(sqpn);
-  std::vector<uint8_t> packet(wire::kMaxPacket);
-  const size_t hlen = wire::write_headers(packet.data(), h);
-  std::memcpy(packet.data() + hlen, mad, len);
-  const size_t total = wire::finalize_packet(packet.data(), hlen, len, true);
+  const auto packet = build_mad_packet({slid, dlid, sqpn, dqpn}, mad, len);
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
   record(uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec), from, sqpn, packet.data(),
-         total);
+         packet.size());
 }
 
 void CaptureService::record(uint64_t time_ns, PortRef from, uint32_t src_qpn, const uint8_t* packet,

@@ -27,6 +27,13 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   }
   const SessionInfo& info() const { return info_; }
 
+  bool send_reply(const Json& reply, std::vector<int>& fds) {
+    int err = send_message(socket_.native_handle(), reply, fds);
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    return err == 0;
+  }
+
  private:
   void do_read() {
     socket_.async_wait(asio::posix::descriptor::wait_read,
@@ -61,13 +68,6 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (!server_.stopped_) do_read();
-  }
-
-  bool send_reply(const Json& reply, std::vector<int>& fds) {
-    int err = send_message(socket_.native_handle(), reply, fds);
-    for (int fd : fds) ::close(fd);
-    fds.clear();
-    return err == 0;
   }
 
   void finish() {
@@ -143,6 +143,13 @@ void ControlServer::stop() {
   ::unlink(socket_path_.c_str());
   auto sessions = sessions_;
   for (auto& [id, s] : sessions) s->close();
+}
+
+bool ControlServer::reply_later(SessionId id, const Json& reply) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return false;
+  std::vector<int> no_fds;
+  return it->second->send_reply(reply, no_fds);
 }
 
 std::vector<SessionInfo> ControlServer::sessions() const {

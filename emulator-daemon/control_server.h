@@ -28,7 +28,8 @@ class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
   /// Handles one request; may consume fds_in (closing or keeping them) and add
-  /// fds to send back (the server closes those after sending).
+  /// fds to send back (the server closes those after sending). A null reply
+  /// is sent later with ControlServer::reply_later.
   virtual Json on_request(SessionInfo& session, const Json& request, std::vector<int>& fds_in,
                           std::vector<int>& fds_out) = 0;
   virtual void on_session_closed(const SessionInfo& session) = 0;
@@ -44,6 +45,10 @@ class ControlServer {
   /// Stops accepting and closes every session; run() then returns.
   void stop();
   std::vector<SessionInfo> sessions() const;
+  /// Sends the reply to a request the handler answered with null (a reply
+  /// that had to wait, such as an SMP that went to another host). False
+  /// when the session is gone.
+  bool reply_later(SessionId id, const Json& reply);
 
  private:
   class Session;

@@ -66,6 +66,7 @@ void Daemon::start() {
   capture_.start(paths_.dir + "/" + kCaptureSocketName);
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
   server_.start();
+  start_fabric();
   log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
            paths_.socket());
 }
@@ -74,6 +75,9 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   server_.stop();
+  // After the server: a request of the fabric's receive thread in flight
+  // ends with its session.
+  if (fabric_) fabric_->stop();
   umad_.stop();
   capture_.stop();
   sysfs_.remove();
@@ -103,7 +107,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "resolve") return do_resolve(req, fds_out);
     if (op == "mcast_attach") return do_mcast(s, req, true);
     if (op == "mcast_detach") return do_mcast(s, req, false);
-    if (op == "resolve_mcast") return do_resolve_mcast(req, fds_out);
+    if (op == "resolve_mcast") return do_resolve_mcast(s, req, fds_out);
     if (op == "resolve_srq" || op == "resolve_qp" || op == "resolve_session")
       return do_resolve_owner(op, req, fds_out);
     if (op == "open_xrcd") return do_open_xrcd(s, req);
@@ -111,7 +115,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "alloc_srqn") return do_srqn(s, req, true);
     if (op == "free_srqn") return do_srqn(s, req, false);
     if (op == "sm_attach") return do_sm_attach(s, req);
-    if (op == "smp") return do_smp(req);
+    if (op == "smp") return do_smp(s, req);
     if (op == "capture_start" || op == "capture_status" || op == "capture_stop")
       return do_capture(s, op, req);
     if (op == "fault_set" || op == "fault_clear" || op == "link") return do_fault(op, req);
@@ -183,6 +187,7 @@ Json Daemon::do_devices() {
 
 Json Daemon::do_status() {
   Json reply = do_devices();
+  reply["fabric"] = fabric_status();
   for (auto& dev : reply["devices"]) {
     int d = dev["index"].get<int>();
     Json ports = Json::array();
@@ -309,6 +314,16 @@ Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
   uint16_t dlid = req.at("dlid").get<uint16_t>();
   uint32_t qpn = req.at("qpn").get<uint32_t>();
   auto port = subnet_.port_by_lid(dlid);
+  if (!port && dlid_leaves_host(dlid)) {
+    Json reply = ok_reply();
+    reply["owner"] = kFabricOwner;
+    if (req.value("want_fd", true)) {
+      int fd = dup(fabric_->uplink_ring_fd());
+      if (fd < 0) return error_reply(errno, "dup failed");
+      fds_out.push_back(fd);
+    }
+    return reply;
+  }
   if (!port) return error_reply(EHOSTUNREACH, "no port has that LID");
   auto owner = qps_.owner(port->device, qpn);
   if (!owner) return error_reply(ENOENT, "no such QP");
@@ -374,9 +389,18 @@ Json Daemon::do_mcast(SessionInfo& s, const Json& req, bool attach) {
 
 // Where a packet to a multicast LID goes: the inbox of every process with a
 // member. The sender copies the packet into each.
-Json Daemon::do_resolve_mcast(const Json& req, std::vector<int>& fds_out) {
+Json Daemon::do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
   const uint16_t mlid = req.at("mlid").get<uint16_t>();
   Json owners = Json::array();
+  // Members on other hosts: the fabric floods the group to them. What came
+  // from another host is not sent back out.
+  if (fabric_ && fabric_->any_up() && s.role != "fabric") {
+    int fd = dup(fabric_->uplink_ring_fd());
+    if (fd >= 0) {
+      fds_out.push_back(fd);
+      owners.push_back(kFabricOwner);
+    }
+  }
   for (SessionId member : mcast_.sessions(mlid)) {
     auto it = clients_.find(member);
     if (it == clients_.end() || it->second.inbox_fd < 0) continue;
@@ -437,14 +461,19 @@ Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   return ok_reply();
 }
 
-Json Daemon::do_smp(const Json& req) {
+Json Daemon::do_smp(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   int p = req.at("port").get<int>();
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
   std::vector<uint8_t> mad;
   if (!from_hex(req.at("mad").get<std::string>(), &mad))
     return error_reply(EINVAL, "mad is not hex");
-  auto resp = subnet_.process_smp(PortRef{d, p}, mad.data(), mad.size());
+  bool departed = false;
+  auto resp = subnet_.process_smp(PortRef{d, p}, mad.data(), mad.size(), 0xffff, &departed);
+  if (departed) {
+    await_remote_smp(s.id, PortRef{d, p}, mad);
+    return nullptr;
+  }
   if (!resp) return error_reply(ETIMEDOUT, "SMP dropped");
   Json reply = ok_reply();
   reply["mad"] = to_hex(resp->data(), resp->size());

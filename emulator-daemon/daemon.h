@@ -10,6 +10,7 @@
 #include "common/runtime_paths.h"
 #include "emulator-daemon/capture_service.h"
 #include "emulator-daemon/control_server.h"
+#include "emulator-daemon/fabric_link.h"
 #include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/performance_agent.h"
 #include "emulator-daemon/port_counter_registry.h"
@@ -24,6 +25,9 @@ namespace ibemu {
 
 class Daemon : public RequestHandler {
  public:
+  /// The owner `resolve` names for the uplink ring (never a session id).
+  static constexpr uint64_t kFabricOwner = ~uint64_t{0} - 1;
+
   Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths);
   ~Daemon() override;
 
@@ -60,10 +64,10 @@ class Daemon : public RequestHandler {
   Json do_open_xrcd(SessionInfo& s, const Json& req);
   Json do_close_xrcd(SessionInfo& s, const Json& req);
   Json do_srqn(SessionInfo& s, const Json& req, bool allocate);
-  Json do_resolve_mcast(const Json& req, std::vector<int>& fds_out);
+  Json do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
   Json do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out);
   Json do_sm_attach(SessionInfo& s, const Json& req);
-  Json do_smp(const Json& req);
+  Json do_smp(SessionInfo& s, const Json& req);
   Json do_capture(SessionInfo& s, const std::string& op, const Json& req);
   Json do_fault(const std::string& op, const Json& req);
   Json do_forced_nak(const Json& req);
@@ -72,6 +76,19 @@ class Daemon : public RequestHandler {
   Json do_shutdown();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
+
+  // The links to other hosts (daemon_fabric.cc).
+  void start_fabric();
+  void on_fabric_management(int uplink, const std::vector<uint8_t>& packet);
+  void on_returned_smp(PortRef port, uint16_t slid, const std::array<uint8_t, 256>& resp);
+  void update_fabric_routes();
+  /// Whether `dlid` is on another host that a link leads to: the uplink ring
+  /// is where a provider sends packets for it.
+  bool dlid_leaves_host(uint16_t dlid) const;
+  /// An SM's SMP that left the host: its control request is answered when
+  /// the response comes back, or ETIMEDOUT.
+  void await_remote_smp(SessionId session, PortRef port, const std::vector<uint8_t>& mad);
+  Json fabric_status() const;
 
   boost::asio::io_context& io_;
   Config config_;
@@ -92,6 +109,14 @@ class Daemon : public RequestHandler {
   std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
   std::vector<ForcedNakView> forced_naks_;               // ibemu fault nak
   uint32_t next_forced_nak_id_ = 1;
+  std::unique_ptr<FabricLink> fabric_;
+  struct PendingSmp {
+    SessionId session = 0;
+    PortRef port;
+    uint64_t tid = 0;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
+  std::vector<PendingSmp> pending_smps_;
   std::function<void()> on_stop_;
   bool stopped_ = false;
 };

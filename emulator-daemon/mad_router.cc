@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/mad/mad.h"
+#include "emulator-daemon/mad_packet.h"
 
 namespace ibemu {
 
@@ -141,6 +142,10 @@ void MadRouter::dispatch(const Agent& sender, const uint8_t* mad, size_t len, ui
   // GMPs travel as data packets on QP1: both ports must be Active (IBA 7.2).
   const PortAttributes from = subnet_.port(sender.port);
   const auto to = subnet_.port_by_lid(dlid);
+  if (from.state == PortState::kActive && !to && send_remote(from.lid, dlid, mad, len)) {
+    if (tap_) tap_(sender.port, from.lid, dlid, 1, 1, mad, len);
+    return;
+  }
   if (from.state != PortState::kActive || !to || subnet_.port(*to).state != PortState::kActive) {
     ++counters_.unreachable;
     return;
@@ -158,7 +163,9 @@ void MadRouter::send_smp(const Agent& sender, const uint8_t* mad, size_t len, ui
   const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
   const uint16_t own_lid = directed ? uint16_t{0xffff} : subnet_.port(sender.port).lid;
   if (tap_) tap_(sender.port, own_lid, dlid, 0, 0, mad, len);
-  auto resp = subnet_.process_smp(sender.port, mad, len, dlid);
+  bool departed = false;
+  auto resp = subnet_.process_smp(sender.port, mad, len, dlid, &departed);
+  if (departed) return;  // the response, if any, comes back from the other host
   if (!resp) {
     ++counters_.unreachable;
     return;
@@ -210,8 +217,11 @@ void MadRouter::answer_unsupported(PortRef port, const Source& src, const uint8_
 
 void MadRouter::respond(PortRef port, const Source& src, const uint8_t* resp, size_t len) {
   const auto back = subnet_.port_by_lid(src.slid);
-  if (!back) return;
   const uint16_t lid = subnet_.port(port).lid;
+  if (!back) {
+    if (send_remote(lid, src.slid, resp, len) && tap_) tap_(port, lid, src.slid, 1, 1, resp, len);
+    return;
+  }
   if (tap_) tap_(port, lid, src.slid, 1, 1, resp, len);
   arrive_response(*back, Source{lid, 1}, resp, len);
 }
@@ -230,6 +240,30 @@ void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, siz
   std::memcpy(out.data() + kUmadHeaderSize, mad, len);
   ++counters_.delivered;
   deliver_(to.client, std::move(out));
+}
+
+bool MadRouter::send_remote(uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len) {
+  // RMPP transfers are handed over whole on this host; between hosts a MAD
+  // is one packet.
+  const auto uplink = subnet_.uplink_for_lid(dlid);
+  if (!remote_ || !uplink || !subnet_.uplink_up(*uplink) || len != mad::kMadSize) return false;
+  remote_(*uplink, build_mad_packet({slid, dlid, 1, 1}, mad, len));
+  return true;
+}
+
+void MadRouter::receive_gmp(uint16_t slid, uint16_t dlid, uint32_t src_qp, const uint8_t* mad,
+                            size_t len) {
+  const auto to = subnet_.port_by_lid(dlid);
+  if (!to || subnet_.port(*to).state != PortState::kActive || len < mad::kMadHeaderSize) {
+    ++counters_.unreachable;
+    return;
+  }
+  arrive(*to, Source{slid, src_qp}, mad, len);
+}
+
+void MadRouter::receive_smp_response(PortRef port, uint16_t slid, const uint8_t* mad, size_t len) {
+  if (len != mad::kMadSize) return;
+  arrive_response(port, Source{slid, 0}, mad, len);
 }
 
 std::optional<MadRouter::Clock::time_point> MadRouter::next_deadline() const {

@@ -79,6 +79,14 @@ class MadRouter {
   using Tap = std::function<void(PortRef from, uint16_t slid, uint16_t dlid, uint32_t sqpn,
                                  uint32_t dqpn, const uint8_t* mad, size_t len)>;
   void set_tap(Tap tap) { tap_ = std::move(tap); }
+  /// Sends a MAD packet (emulator-daemon/mad_packet.h) to another host by
+  /// inter-host link `uplink`: GMPs whose DLID the switch forwards there.
+  using Remote = std::function<void(int uplink, const std::vector<uint8_t>& packet)>;
+  void set_remote(Remote remote) { remote_ = std::move(remote); }
+  /// A GMP that came from another host, for the port that owns `dlid`.
+  void receive_gmp(uint16_t slid, uint16_t dlid, uint32_t src_qp, const uint8_t* mad, size_t len);
+  /// The response to an SMP that left the host, back at the agent's `port`.
+  void receive_smp_response(PortRef port, uint16_t slid, const uint8_t* mad, size_t len);
 
   /// IB_USER_MAD_REGISTER_AGENT: 0 and the file's new agent id, or the errno
   /// the kernel gives (EINVAL for a bad request or a method another agent of
@@ -134,11 +142,15 @@ class MadRouter {
   void respond(PortRef port, const Source& src, const uint8_t* resp, size_t len);
   void give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,
             uint32_t status = 0);
+  /// Sends a GMP to a LID of another host; false when no inter-host link
+  /// that is up leads there.
+  bool send_remote(uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len);
 
   Subnet& subnet_;
   Deliver deliver_;
   std::map<uint8_t, LocalAgent> local_agents_;
   Tap tap_;
+  Remote remote_;
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;
   uint32_t next_hi_tid_ = 1;

@@ -380,6 +380,7 @@ MadStatus Sma::do_lft(Hop at, const mad::Smp& req, mad::Smp* resp) {
   if (req.method() == Method::kSet) {
     const auto in = req.get_attr<mad::LinearForwardingTable>();
     for (size_t i = 0; i < mad::LinearForwardingTable::kEntries; ++i) n.lft[first + i] = in.port(i);
+    ++m_.lft_generation;
   }
   mad::LinearForwardingTable out;
   for (size_t i = 0; i < mad::LinearForwardingTable::kEntries; ++i)

@@ -7,6 +7,7 @@
 
 #include "common/mad/smp.h"
 #include "common/mad/smp_attributes.h"
+#include "emulator-daemon/mad_packet.h"
 #include "emulator-daemon/sma.h"
 #include "emulator-daemon/smi.h"
 #include "emulator-daemon/subnet_model.h"
@@ -156,6 +157,16 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
       sw.ports.push_back(port);
     }
   }
+  // Inter-host ports follow the CA ports; Down until the far host answers.
+  first_uplink_port_ = sw.num_ports() + 1;
+  const int uplinks = cfg.fabric.enabled ? cfg.fabric.max_hosts - 1 : 0;
+  if (first_uplink_port_ + uplinks > 255)
+    throw std::invalid_argument("too many CA ports and inter-host ports for one switch");
+  for (int i = 0; i < uplinks; ++i) {
+    PortModel port = fresh_port(0, cfg.subnet_prefix, mtu, kSwitchCapMask);
+    port.uplink = i;
+    sw.ports.push_back(port);
+  }
   m.nodes.push_back(std::move(sw));
 
   // Cables are in from the start: every link trains to Init with LID 0,
@@ -168,7 +179,8 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
 Subnet::~Subnet() = default;
 
 std::optional<std::array<uint8_t, 256>> Subnet::process_smp(PortRef sm_port, const uint8_t* mad,
-                                                            size_t len, uint16_t dlid) {
+                                                            size_t len, uint16_t dlid,
+                                                            bool* departed) {
   SubnetModel& m = *model_;
   const Hop origin{sm_port.device, sm_port.port};
   if (sm_port.device < 0 || sm_port.device >= int(cfg_.devices.size()) || !m.valid(origin) ||
@@ -182,40 +194,167 @@ std::optional<std::array<uint8_t, 256>> Subnet::process_smp(PortRef sm_port, con
     return std::nullopt;
 
   const auto before = snapshot();
+  const uint64_t lfts = m.lft_generation;
   ++m.port(origin).sm_act_count;
   subnet_detail::Sma sma(m);
   std::optional<mad::Smp> resp;
+  // Where the response must end: back at the SM's port.
+  auto back_home = [&](const subnet_detail::Onward<Hop>& onward) {
+    auto* h = std::get_if<Hop>(&onward);
+    return h && *h == origin;
+  };
   if (smp.is_directed()) {
     auto where = subnet_detail::dr_outbound(m, origin, smp);
-    if (where) {
-      resp = sma.handle(where->at, smp);
-      if (resp && !subnet_detail::dr_return(m, origin, *where, *resp)) resp.reset();
+    if (auto* dep = std::get_if<subnet_detail::Departure>(&where)) {
+      depart(m.port(dep->egress).uplink, mad::kPermissiveLid, mad::kPermissiveLid,
+             smp.bytes.data());
+      if (departed) *departed = true;
+    } else if (auto* d = std::get_if<subnet_detail::DrDelivery>(&where)) {
+      resp = sma.handle(d->at, smp);
+      if (resp && !back_home(subnet_detail::dr_return(m, *d, *resp))) resp.reset();
     }
   } else {
     // The LRH DLID picks the node; the permissive DLID reaches the SM's link
     // neighbour, whatever LIDs are set (IBA 14.2.2).
-    std::optional<Hop> dest =
-        dlid == mad::kPermissiveLid ? m.cross(origin) : subnet_detail::lid_route(m, origin, dlid);
-    if (dest) {
-      resp = sma.handle(*dest, smp);
+    const uint16_t slid = m.port(origin).lid;
+    subnet_detail::Onward<Hop> dest;
+    if (dlid != mad::kPermissiveLid)
+      dest = subnet_detail::lid_route_onward(m, origin, dlid);
+    else if (m.leaves_host(origin))
+      dest = subnet_detail::Departure{origin};
+    else if (auto n = m.cross(origin))
+      dest = *n;
+    if (auto* dep = std::get_if<subnet_detail::Departure>(&dest)) {
+      depart(m.port(dep->egress).uplink, slid, dlid, smp.bytes.data());
+      if (departed) *departed = true;
+    } else if (auto* at = std::get_if<Hop>(&dest)) {
+      resp = sma.handle(*at, smp);
       // The response goes to the request's SLID (the SM port's LID), or back
       // over the same link when the request used the permissive DLID.
       bool back = false;
       if (resp) {
         if (dlid == mad::kPermissiveLid) {
-          back = m.cross(*dest) == std::optional<Hop>(origin) || *dest == origin;
+          back = m.cross(*at) == std::optional<Hop>(origin) || *at == origin;
         } else {
-          const uint16_t slid = m.port(origin).lid;
-          const Hop from = m.node(dest->node).is_switch() ? Hop{dest->node, 0} : *dest;
-          back = slid != 0 && subnet_detail::lid_route(m, from, slid) == std::optional<Hop>(origin);
+          const Hop from = m.node(at->node).is_switch() ? Hop{at->node, 0} : *at;
+          back = slid != 0 && back_home(subnet_detail::lid_route_onward(m, from, slid));
         }
       }
       if (!back) resp.reset();
     }
   }
   notify(before);
+  if (m.lft_generation != lfts && lft_changed_) lft_changed_();
   if (!resp) return std::nullopt;
   return resp->bytes;
+}
+
+int Subnet::uplink_count() const {
+  return model_->node(model_->switch_node).num_ports() - first_uplink_port_ + 1;
+}
+
+int Subnet::uplink_port(int uplink) const { return first_uplink_port_ + uplink; }
+
+void Subnet::set_uplink_alive(int uplink, bool alive) {
+  if (uplink < 0 || uplink >= uplink_count()) return;
+  const auto before = snapshot();
+  model_->set_uplink_alive(Hop{model_->switch_node, uplink_port(uplink)}, alive);
+  notify(before);
+}
+
+bool Subnet::uplink_up(int uplink) const {
+  return uplink >= 0 && uplink < uplink_count() &&
+         model_->leaves_host(Hop{model_->switch_node, uplink_port(uplink)});
+}
+
+std::optional<int> Subnet::uplink_for_lid(uint16_t lid) const {
+  const NodeModel& sw = model_->node(model_->switch_node);
+  if (lid == 0 || lid > sw.lft_top || lid >= sw.lft.size()) return std::nullopt;
+  const int egress = sw.lft[lid];
+  if (!sw.valid_port(egress) || sw.ports[size_t(egress)].uplink < 0) return std::nullopt;
+  return sw.ports[size_t(egress)].uplink;
+}
+
+void Subnet::depart(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad) {
+  if (departure_) departure_(uplink, build_mad_packet({slid, dlid, 0, 0}, mad, mad::kMadSize));
+}
+
+template <typename Outcome>
+void Subnet::forward_response(const Outcome& to, uint16_t slid, uint16_t dlid,
+                              const std::array<uint8_t, 256>& resp) {
+  if (auto* dep = std::get_if<subnet_detail::Departure>(&to)) {
+    depart(model_->port(dep->egress).uplink, slid, dlid, resp.data());
+  } else if (auto* h = std::get_if<Hop>(&to)) {
+    if (h->node < int(cfg_.devices.size()) && returned_)
+      returned_(PortRef{h->node, h->port}, slid, resp);
+  }
+}
+
+void Subnet::receive_smp(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len) {
+  // A link that is down carries nothing; MADs are 256 bytes.
+  if (!uplink_up(uplink) || !mad || len != mad::kMadSize) return;
+  const auto before = snapshot();
+  const uint64_t lfts = model_->lft_generation;
+  if (mad[1] == uint8_t(mad::MgmtClass::kSubnDirected))
+    receive_directed(uplink, slid, dlid, mad);
+  else if (mad[1] == uint8_t(mad::MgmtClass::kSubnLid))
+    receive_lid_routed(uplink, slid, dlid, mad);
+  notify(before);
+  if (model_->lft_generation != lfts && lft_changed_) lft_changed_();
+}
+
+void Subnet::receive_directed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad) {
+  SubnetModel& m = *model_;
+  const Hop at{m.switch_node, uplink_port(uplink)};
+  auto parsed = mad::Smp::from_bytes(mad, mad::kMadSize);
+  if (!parsed) return;
+  mad::Smp smp = *parsed;
+  if (smp.direction()) {
+    forward_response(subnet_detail::dr_return_arrived(m, at, smp), slid, dlid, smp.bytes);
+    return;
+  }
+  auto where = subnet_detail::dr_outbound_arrived(m, at, smp);
+  if (auto* dep = std::get_if<subnet_detail::Departure>(&where)) {
+    depart(m.port(dep->egress).uplink, slid, dlid, smp.bytes.data());
+  } else if (auto* d = std::get_if<subnet_detail::DrDelivery>(&where)) {
+    subnet_detail::Sma sma(m);
+    if (auto resp = sma.handle(d->at, smp))
+      forward_response(subnet_detail::dr_return(m, *d, *resp), mad::kPermissiveLid,
+                       mad::kPermissiveLid, resp->bytes);
+  }
+}
+
+void Subnet::receive_lid_routed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad) {
+  SubnetModel& m = *model_;
+  const Hop at{m.switch_node, uplink_port(uplink)};
+  auto parsed = mad::Smp::from_bytes(mad, mad::kMadSize);
+  if (!parsed) return;
+  mad::Smp smp = *parsed;
+  const bool response = mad[3] & 0x80;  // IBA 13.4.5: the R bit of Method
+  if (response) {
+    forward_response(subnet_detail::lid_route_arrived(m, at, dlid), slid, dlid, smp.bytes);
+    return;
+  }
+  // The permissive DLID is consumed by the first node: this switch.
+  subnet_detail::Onward<Hop> dest = dlid == mad::kPermissiveLid
+                                        ? subnet_detail::Onward<Hop>(at)
+                                        : subnet_detail::lid_route_arrived(m, at, dlid);
+  if (auto* dep = std::get_if<subnet_detail::Departure>(&dest)) {
+    depart(m.port(dep->egress).uplink, slid, dlid, smp.bytes.data());
+    return;
+  }
+  auto* to = std::get_if<Hop>(&dest);
+  if (!to) return;
+  subnet_detail::Sma sma(m);
+  auto resp = sma.handle(*to, smp);
+  if (!resp) return;
+  const Hop from = m.node(to->node).is_switch() ? Hop{to->node, 0} : *to;
+  const uint16_t own = m.port(from).lid;
+  if (dlid == mad::kPermissiveLid)
+    forward_response(subnet_detail::Onward<Hop>(subnet_detail::Departure{at}), own, slid,
+                     resp->bytes);
+  else
+    forward_response(subnet_detail::lid_route_onward(m, from, slid), own, slid, resp->bytes);
 }
 
 PortAttributes Subnet::port(PortRef p) const {
@@ -297,6 +436,7 @@ nlohmann::json Subnet::describe() const {
     nlohmann::json j = {
         {"port", p}, {"state", to_string(pm.state)}, {"phys_state", to_string(pm.phys)}};
     if (pm.peer) j["peer"] = port_name(*pm.peer);
+    if (pm.uplink >= 0) j["uplink"] = pm.uplink;
     sw_ports.push_back(j);
   }
   nlohmann::json lft = nlohmann::json::object();

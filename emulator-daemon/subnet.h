@@ -7,7 +7,11 @@
 //
 // Topology, in config order: switch port 1 is cabled to ibemu0/1, port 2 to
 // ibemu0/2, port 3 to ibemu1/1, and so on; switch port 0 is its management
-// port (a base port 0, without a physical link).
+// port (a base port 0, without a physical link). With a fabric configured,
+// the ports after the CA ports are inter-host ports ("uplinks"), each cabled
+// to the switch of one other host through the daemons' UDP link: an SMP
+// whose route leaves by one travels to that host as a packet and continues
+// there (receive_smp); its response comes back the same way.
 //
 // Not thread-safe: the daemon calls it from one thread. on_port_change
 // callbacks run on that thread, after the SMP that caused them has been
@@ -84,8 +88,36 @@ class Subnet {
   /// switch's LinearForwardingTable, and their response back to the SM
   /// port's LID the same way.
   /// Any 256 bytes are safe input; other lengths are dropped.
+  /// An SMP whose route leaves the host is handed to on_departure and
+  /// `*departed` is set; its response, if any, comes to on_returned_smp.
   std::optional<std::array<uint8_t, 256>> process_smp(PortRef sm_port, const uint8_t* mad,
-                                                      size_t len, uint16_t dlid = 0xffff);
+                                                      size_t len, uint16_t dlid = 0xffff,
+                                                      bool* departed = nullptr);
+
+  // --- inter-host ports ---
+  /// How many inter-host ports the switch has (Config::fabric.max_hosts - 1).
+  int uplink_count() const;
+  /// The switch port number of inter-host link `uplink`.
+  int uplink_port(int uplink) const;
+  /// The host at the other end answers, or stopped answering.
+  void set_uplink_alive(int uplink, bool alive);
+  /// Whether inter-host link `uplink` is up (both hosts alive, cable in).
+  bool uplink_up(int uplink) const;
+  /// The inter-host link the switch forwards `lid` to, if its forwarding
+  /// table says so.
+  std::optional<int> uplink_for_lid(uint16_t lid) const;
+  /// A packet (LRH .. MAD) that leaves by inter-host link `uplink`.
+  using DepartureFn = std::function<void(int uplink, const std::vector<uint8_t>& packet)>;
+  void on_departure(DepartureFn fn) { departure_ = std::move(fn); }
+  /// A response that came back from another host to the SM on `port`.
+  using ReturnedFn =
+      std::function<void(PortRef port, uint16_t slid, const std::array<uint8_t, 256>& response)>;
+  void on_returned_smp(ReturnedFn fn) { returned_ = std::move(fn); }
+  /// An SMP packet (request or response) that came in by inter-host link
+  /// `uplink`, with its LRH's LIDs: it continues its route here.
+  void receive_smp(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len);
+  /// Called after an SMP changed the switch's forwarding table.
+  void on_lft_change(std::function<void()> cb) { lft_changed_ = std::move(cb); }
 
   /// Attributes of a CA port; a default (Down) value for a port that does
   /// not exist.
@@ -115,10 +147,23 @@ class Subnet {
  private:
   std::vector<PortAttributes> snapshot() const;
   void notify(const std::vector<PortAttributes>& before);
+  /// Sends an SMP packet out of the host (no-op without on_departure).
+  void depart(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad);
+  /// A response reached `to` on its way back: a CA port of this host (the
+  /// SM's: on_returned_smp) or an inter-host port (it leaves).
+  template <typename Outcome>
+  void forward_response(const Outcome& to, uint16_t slid, uint16_t dlid,
+                        const std::array<uint8_t, 256>& resp);
+  void receive_directed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad);
+  void receive_lid_routed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad);
 
   Config cfg_;
   std::unique_ptr<subnet_detail::SubnetModel> model_;
   std::vector<std::function<void(PortRef)>> callbacks_;
+  DepartureFn departure_;
+  ReturnedFn returned_;
+  std::function<void()> lft_changed_;
+  int first_uplink_port_ = 0;
 };
 
 }  // namespace ibemu

@@ -18,6 +18,10 @@ std::optional<Hop> SubnetModel::cross(Hop from) const {
   return a.peer;
 }
 
+bool SubnetModel::leaves_host(Hop from) const {
+  return valid(from) && port(from).uplink >= 0 && link_up(port(from));
+}
+
 bool SubnetModel::port_owns_lid(Hop h, uint16_t lid) const {
   if (!valid(h)) return false;
   const NodeModel& n = node(h.node);
@@ -48,6 +52,17 @@ void SubnetModel::set_link_down(Hop h) {
 void SubnetModel::try_link_up(Hop h) {
   if (!valid(h)) return;
   PortModel& a = port(h);
+  if (a.uplink >= 0) {
+    // The far end trains with us when its host answers; both ends must
+    // have their cables in.
+    if (!a.cable || !a.far_alive || a.disabled) return;
+    if (a.state == PortState::kDown || a.phys != PhysState::kLinkUp) {
+      if (a.state == PortState::kDown) node(h.node).port_state_change = true;
+      a.state = PortState::kInit;
+      a.phys = PhysState::kLinkUp;
+    }
+    return;
+  }
   if (!a.peer) {  // switch port 0: no physical link to train
     if (a.state == PortState::kDown) a.state = PortState::kInit;
     a.phys = PhysState::kLinkUp;
@@ -69,9 +84,18 @@ void SubnetModel::try_link_up(Hop h) {
   }
 }
 
+void SubnetModel::set_uplink_alive(Hop h, bool alive) {
+  if (!valid(h) || port(h).uplink < 0) return;
+  port(h).far_alive = alive;
+  if (alive)
+    try_link_up(h);
+  else
+    set_link_down(h);
+}
+
 void SubnetModel::bounce_link(Hop h) {
   if (!valid(h)) return;
-  if (port(h).peer)
+  if (port(h).peer || port(h).uplink >= 0)
     set_link_down(h);
   else
     port(h).state = PortState::kDown;

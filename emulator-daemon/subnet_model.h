@@ -25,8 +25,13 @@ struct Hop {
 struct PortModel {
   uint64_t guid = 0;
   std::optional<Hop> peer;  // the other end of the cable; none for switch port 0
-  bool cable = true;        // false: unplugged (set_link_up)
-  bool disabled = false;    // PortPhysicalState set to Disabled by an SM
+  /// A switch port cabled to another host's switch (emulator-daemon/
+  /// fabric_link.h): the index of that inter-host link, or -1. Its far end
+  /// is not in this model; the link is up while that host answers.
+  int uplink = -1;
+  bool far_alive = false;  // inter-host port: the other host answers
+  bool cable = true;       // false: unplugged (set_link_up)
+  bool disabled = false;   // PortPhysicalState set to Disabled by an SM
   PortState state = PortState::kDown;
   PhysState phys = PhysState::kPolling;
 
@@ -107,6 +112,7 @@ inline constexpr uint16_t kLinearFdbCap = 0xc000;  // every unicast LID
 struct SubnetModel {
   std::vector<NodeModel> nodes;  // CA i = device i; the switch last
   int switch_node = -1;
+  uint64_t lft_generation = 0;  // bumped by every LinearForwardingTable Set
 
   NodeModel& node(int i) { return nodes[size_t(i)]; }
   const NodeModel& node(int i) const { return nodes[size_t(i)]; }
@@ -119,7 +125,11 @@ struct SubnetModel {
 
   /// Where a packet sent out of `from` arrives: the peer port, if the link
   /// is up (IBA 7.2: a port in Down has no link; VL15 flows in Init and up).
+  /// nullopt for an inter-host port: see leaves_host().
   std::optional<Hop> cross(Hop from) const;
+  /// Whether a packet sent out of `from` leaves this host: an inter-host
+  /// port whose link is up.
+  bool leaves_host(Hop from) const;
   /// Whether `lid` addresses this port (base LID with its LMC range; switch
   /// port 0 has no LMC, IBA 14.2.5.6 for base port 0).
   bool port_owns_lid(Hop h, uint16_t lid) const;
@@ -132,6 +142,9 @@ struct SubnetModel {
   /// Brings the link of `h` up to Init if it can be (cable in, not disabled).
   void try_link_up(Hop h);
   void set_link_down(Hop h);
+  /// The other host of inter-host port `h` answers (or stopped answering):
+  /// the link trains to Init (or goes Down, Polling).
+  void set_uplink_alive(Hop h, bool alive);
 };
 
 }  // namespace ibemu::subnet_detail

@@ -29,6 +29,8 @@ class UmadService {
     router_.set_local_agent(mgmt_class, std::move(agent));
   }
   void set_tap(MadRouter::Tap tap) { router_.set_tap(std::move(tap)); }
+  /// The router itself, for MADs that cross to and from other hosts.
+  MadRouter& router() { return router_; }
   /// Open umad files.
   size_t files() const { return files_.size(); }
 

@@ -1,0 +1,53 @@
+#include "emulator-daemon/fabric_delivery.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/capture_record.h"
+
+namespace ibemu {
+
+FabricDelivery::~FabricDelivery() {
+  link_.reset();
+  if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
+}
+
+int FabricDelivery::connect(const std::string& runtime_dir) {
+  if (int err = client_.connect(runtime_dir + "/ibemud.sock")) return err;
+  fd_ = client_.fd();
+  Json reply;
+  std::vector<int> fds;
+  if (client_.request(
+          {{"op", "hello"}, {"role", "fabric"}, {"pid", getpid()}, {"want_state_page", true}},
+          &reply, {}, &fds) ||
+      !reply.value("ok", false) || fds.size() != 1) {
+    for (int fd : fds) close(fd);
+    return EIO;
+  }
+  void* p = mmap(nullptr, sizeof(StatePage), PROT_READ, MAP_SHARED, fds[0], 0);
+  close(fds[0]);
+  if (p == MAP_FAILED) return errno;
+  page_ = static_cast<const StatePage*>(p);
+  // The device index only names the sender in captures and fault counters;
+  // a packet from another host has no sending port here.
+  link_ = std::make_unique<provider::ShmLink>(&client_, 0);
+  link_->attach_capture(
+      std::make_unique<provider::CaptureMirror>(page_, 0, runtime_dir + "/" + kCaptureSocketName));
+  link_->attach_faults(std::make_unique<provider::LinkFaults>(page_, 0, nullptr, nullptr));
+  return 0;
+}
+
+void FabricDelivery::shut_down() {
+  if (int fd = fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
+bool FabricDelivery::deliver(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) {
+  return link_ && link_->transmit(dlid, dest_qp, packet, len);
+}
+
+int64_t FabricDelivery::release_held(int64_t now_ns) {
+  return link_ ? link_->release_held(now_ns) : 0;
+}
+
+}  // namespace ibemu
