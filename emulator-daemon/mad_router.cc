@@ -243,11 +243,17 @@ void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, siz
 }
 
 bool MadRouter::send_remote(uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len) {
-  // RMPP transfers are handed over whole on this host; between hosts a MAD
-  // is one packet.
   const auto uplink = subnet_.uplink_for_lid(dlid);
-  if (!remote_ || !uplink || !subnet_.uplink_up(*uplink) || len != mad::kMadSize) return false;
-  remote_(*uplink, build_mad_packet({slid, dlid, 1, 1}, mad, len));
+  if (!remote_ || !uplink || !subnet_.uplink_up(*uplink)) return false;
+  if (len == mad::kMadSize) {
+    remote_(*uplink, build_mad_packet({slid, dlid, 1, 1}, mad, len));
+    return true;
+  }
+  // RMPP transfers are handed over whole on this host; between hosts they
+  // travel as segments.
+  if (!needs_rmpp_segments(mad, len)) return false;
+  for (const MadSegment& seg : rmpp_segments(mad, len))
+    remote_(*uplink, build_mad_packet({slid, dlid, 1, 1}, seg.data(), seg.size()));
   return true;
 }
 
@@ -256,6 +262,12 @@ void MadRouter::receive_gmp(uint16_t slid, uint16_t dlid, uint32_t src_qp, const
   const auto to = subnet_.port_by_lid(dlid);
   if (!to || subnet_.port(*to).state != PortState::kActive || len < mad::kMadHeaderSize) {
     ++counters_.unreachable;
+    return;
+  }
+  if (tap_) tap_(*to, slid, dlid, src_qp, 1, mad, len);
+  if (RmppReassembly::is_partial_segment(mad, len)) {
+    auto whole = rmpp_.add(slid, mad, len, Clock::now());
+    if (whole) arrive(*to, Source{slid, src_qp}, whole->data(), whole->size());
     return;
   }
   arrive(*to, Source{slid, src_qp}, mad, len);

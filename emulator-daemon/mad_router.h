@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "emulator-daemon/rmpp_segments.h"
 #include "emulator-daemon/subnet.h"
 
 namespace ibemu {
@@ -151,6 +152,7 @@ class MadRouter {
   std::map<uint8_t, LocalAgent> local_agents_;
   Tap tap_;
   Remote remote_;
+  RmppReassembly rmpp_;  // long MADs arriving in segments from other hosts
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;
   uint32_t next_hi_tid_ = 1;

@@ -1,0 +1,184 @@
+"""Several emulated hosts on one machine: network namespaces joined by veth
+pairs to a bridge (in a namespace of its own, so nothing outside changes),
+one ibemud per namespace, linked over UDP into one subnet."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, Fabric, stack_dump
+
+SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+def namespaces_usable():
+    """Why the tests cannot make namespaces here, or None."""
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    if not shutil.which("ip"):
+        return "needs ip (iproute2)"
+    probe = f"ibemu-probe-{os.getpid()}"
+    r = ip("netns", "add", probe, check=False)
+    if r.returncode != 0:
+        return f"cannot create a network namespace: {r.stderr.strip()}"
+    ip("netns", "del", probe, check=False)
+    return None
+
+
+class Host(Fabric):
+    """One emulated host: a namespace with its own ibemud."""
+
+    def __init__(self, ns: str, address: str, runtime_dir: Path):
+        super().__init__(runtime_dir)
+        self.ns = ns
+        self.address = address
+
+    def wrap(self, cmd):
+        return ["ip", "netns", "exec", self.ns, *cmd]
+
+    def ibemu(self, *args, check=True, timeout=60):
+        env = dict(os.environ, IBEMU_RUNTIME_DIR=str(self.runtime_dir))
+        return subprocess.run(self.wrap([self.ibemu_bin, *args]), env=env, check=check,
+                              timeout=timeout, capture_output=True, text=True)
+
+    def run(self, cmd, timeout=120, check=False):
+        return subprocess.run(self.wrap(cmd), env=self.env(), timeout=timeout,
+                              capture_output=True, text=True, check=check)
+
+    def spawn(self, cmd):
+        return subprocess.Popen(self.wrap(cmd), env=self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def write_config(self, fabric):
+        path = self.runtime_dir.parent / f"{self.ns}.json"
+        path.write_text(json.dumps({"fabric": fabric}))
+        return path
+
+    def up_with(self, fabric, sm=True, extra=()):
+        cfg = self.write_config(fabric)
+        args = ["up", "--config", str(cfg), *extra] + ([] if sm else ["--no-sm"])
+        return self.ibemu(*args)
+
+    def ports(self):
+        return [p for d in self.status()["devices"] for p in d["port_info"]]
+
+
+def tcp_listening_in(pid, port):
+    """True when the process `pid` (in its namespace) listens on TCP `port`."""
+    want = f":{port:04X}"
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[1].endswith(want) and fields[3] == "0A":
+                        return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=120):
+    """A server program on one host, then its client on another; both must
+    exit 0. Returns (server_output, client_output)."""
+    server = server_host.spawn(server_cmd)
+    deadline = time.time() + 20
+    while not tcp_listening_in(server.pid, port):
+        if server.poll() is not None or time.time() > deadline:
+            out = server.communicate()[0] if server.poll() is not None else ""
+            server.kill()
+            pytest.fail(f"server did not listen on {port}: {out}\n{server_host.logs()}")
+        time.sleep(0.02)
+    client = client_host.spawn(client_cmd)
+    try:
+        client_out = client.communicate(timeout=timeout)[0]
+        server_out = server.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
+        server.kill()
+        client.kill()
+        pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
+                    f"{client.communicate()[0]}\n{stacks}\n{server_host.logs()}"
+                    f"{client_host.logs()}")
+    for name, proc, out, h in (("server", server, server_out, server_host),
+                               ("client", client, client_out, client_host)):
+        assert proc.returncode == 0, (f"{server_cmd[0]} {name} failed ({proc.returncode}):\n"
+                                      f"{out}\n{server_host.logs()}{client_host.logs()}")
+    return server_out, client_out
+
+
+class Lab:
+    """N hosts in namespaces <prefix>h1.. with addresses SUBNET.1.., bridged."""
+
+    def __init__(self, root: Path, count: int):
+        self.prefix = f"ibt{os.getpid() % 100000}"
+        self.hub = f"{self.prefix}hub"
+        self.hosts = []
+        self.root = root
+        ip("netns", "add", self.hub)
+        ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.hub, "link", "set", "br0", "up")
+        for i in range(1, count + 1):
+            self.add_host(i)
+
+    def add_host(self, i):
+        ns = f"{self.prefix}h{i}"
+        veth = f"{self.prefix}v{i}"
+        ip("netns", "add", ns)
+        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        ip("link", "set", veth, "netns", self.hub)
+        ip("-n", self.hub, "link", "set", veth, "master", "br0", "up")
+        ip("-n", ns, "addr", "add", f"{SUBNET}.{i}/24", "dev", "eth0")
+        ip("-n", ns, "link", "set", "eth0", "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        runtime = self.root / f"h{i}" / "rt"
+        runtime.parent.mkdir(parents=True, exist_ok=True)
+        host = Host(ns, f"{SUBNET}.{i}", runtime)
+        self.hosts.append(host)
+        return host
+
+    def peers_of(self, host):
+        return [h.address for h in self.hosts if h is not host]
+
+    def wait_all_active(self, hosts=None, timeout=30):
+        """Every port of every host Active, with LIDs distinct subnet-wide."""
+        hosts = hosts or self.hosts
+        deadline = time.time() + timeout
+        while True:
+            ports = [(h, p) for h in hosts for p in h.ports()]
+            if all(p["state"] == "ACTIVE" for _, p in ports):
+                lids = [p["lid"] for _, p in ports]
+                assert len(set(lids)) == len(lids), lids
+                return ports
+            if time.time() > deadline:
+                pytest.fail("ports not all ACTIVE: " + str([(h.ns, p["state"]) for h, p in ports])
+                            + "".join(h.logs() for h in hosts))
+            time.sleep(0.1)
+
+    def close(self):
+        for h in self.hosts:
+            h.down()
+        for h in self.hosts:
+            ip("netns", "del", h.ns, check=False)
+        ip("netns", "del", self.hub, check=False)
+
+
+def lid_of(host, device="ibemu0", port=1):
+    for d in host.status()["devices"]:
+        if d["name"] == device:
+            return d["port_info"][port - 1]["lid"]
+    raise KeyError(device)
+
+
+def ibv_devinfo_guids(host):
+    r = host.run(["ibv_devinfo"], timeout=30, check=True)
+    return re.findall(r"node_guid:\s+(\S+)", r.stdout)

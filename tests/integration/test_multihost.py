@@ -1,0 +1,95 @@
+"""Three hosts (network namespaces), one ibemud each, one subnet over UDP:
+the subnet manager on one host configures them all, and verbs programs run
+between hosts."""
+import pytest
+
+from conftest import BUILD, free_tcp_port
+from hosts import Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across
+
+pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
+                                reason=str(namespaces_usable()))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("lab"), 3)
+    try:
+        for i, h in enumerate(lab.hosts):
+            h.up_with({"bind": h.address, "peers": lab.peers_of(h)}, sm=(i == 0))
+        lab.wait_all_active()
+        yield lab
+    finally:
+        lab.close()
+
+
+def test_every_port_of_every_host_is_active_with_its_own_lid(lab):
+    ports = lab.wait_all_active()
+    assert len(ports) == 12
+    sm_lids = {p["sm_lid"] for _, p in ports}
+    assert sm_lids == {lid_of(lab.hosts[0])}
+
+
+def test_ibv_devinfo_shows_each_hosts_own_devices(lab):
+    guids = [ibv_devinfo_guids(h) for h in lab.hosts]
+    for g in guids:
+        assert len(g) == 2
+    assert len({x for g in guids for x in g}) == 6, guids
+
+
+def test_status_shows_the_peers_up(lab):
+    for h in lab.hosts:
+        peers = h.status()["fabric"]["peers"]
+        assert sorted(p["address"].split(":")[0] for p in peers) == sorted(lab.peers_of(h))
+        assert all(p["up"] for p in peers), peers
+
+
+@pytest.mark.parametrize("tool,args,done", [
+    ("ibv_rc_pingpong", ["-g", "0"], r"\d+ iters in"),
+    ("ibv_ud_pingpong", ["-g", "0"], r"\d+ iters in"),
+    ("ibv_uc_pingpong", ["-g", "0"], r"\d+ iters in"),
+])
+def test_pingpong_between_hosts(lab, tool, args, done):
+    a, b = lab.hosts[0], lab.hosts[1]
+    port = free_tcp_port()
+    base = [tool, "-p", str(port), *args]
+    server, client = run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu1", a.address],
+                                port)
+    assert "iters in" in client and "iters in" in server
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("ib_write_bw", ["-s", "65536", "-n", "200"]),
+    ("ib_read_bw", ["-s", "65536", "-n", "200"]),
+    ("ib_send_lat", ["-s", "8", "-n", "200"]),
+])
+def test_perftest_between_hosts(lab, tool, args):
+    a, c = lab.hosts[0], lab.hosts[2]
+    port = free_tcp_port()
+    base = [tool, "-p", str(port), *args]
+    server, client = run_across(a, base + ["-d", "ibemu0"], c, base + ["-d", "ibemu1", a.address],
+                                port)
+    assert "#bytes" in client
+
+
+def test_rc_example_between_hosts(lab):
+    prog = str(BUILD / "bin" / "rc_example")
+    b, c = lab.hosts[1], lab.hosts[2]
+    port = free_tcp_port()
+    server, client = run_across(b, [prog, "-p", str(port), "-d", "ibemu0"], c,
+                                [prog, "-p", str(port), "-d", "ibemu0", b.address], port)
+    assert "test result is 0" in server and "test result is 0" in client, server + client
+    assert "Message is: 'SEND operation '" in client
+    assert "Contents of server buffer: 'RDMA write oper'" in server
+
+
+def test_ibnetdiscover_sees_three_switches_and_six_cas(lab):
+    r = lab.hosts[2].run(["ibnetdiscover", "-C", "ibemu0"], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr + lab.hosts[2].logs()
+    assert r.stdout.count("\nSwitch") == 3, r.stdout
+    assert r.stdout.count("\nCa") == 6, r.stdout
+
+
+def test_saquery_from_another_host_reaches_the_sa(lab):
+    r = lab.hosts[1].run(["saquery", "-C", "ibemu0", "-p"], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr + lab.hosts[1].logs()
+    assert r.stdout.count("PathRecord dump") >= 1, r.stdout
