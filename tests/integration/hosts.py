@@ -119,8 +119,11 @@ def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=1
 class Lab:
     """N hosts in namespaces <prefix>h1.. with addresses SUBNET.1.., bridged."""
 
+    made = 0
+
     def __init__(self, root: Path, count: int):
-        self.prefix = f"ibt{os.getpid() % 100000}"
+        Lab.made += 1
+        self.prefix = f"ibt{os.getpid() % 100000}{chr(ord('a') + Lab.made % 26)}"
         self.hub = f"{self.prefix}hub"
         self.hosts = []
         self.root = root

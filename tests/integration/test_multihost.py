@@ -1,10 +1,15 @@
 """Three hosts (network namespaces), one ibemud each, one subnet over UDP:
 the subnet manager on one host configures them all, and verbs programs run
 between hosts."""
+import signal
+import time
+
 import pytest
 
 from conftest import BUILD, free_tcp_port
-from hosts import Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across
+from hosts import (Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across,
+                   tcp_listening_in)
+from test_capture import finish, start_capture, tshark
 
 pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
                                 reason=str(namespaces_usable()))
@@ -93,3 +98,64 @@ def test_saquery_from_another_host_reaches_the_sa(lab):
     r = lab.hosts[1].run(["saquery", "-C", "ibemu0", "-p"], timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr + lab.hosts[1].logs()
     assert r.stdout.count("PathRecord dump") >= 1, r.stdout
+
+
+def test_datagrams_from_strangers_are_dropped_and_counted(lab):
+    """An address that is not a configured peer gets nowhere."""
+    a, c = lab.hosts[0], lab.hosts[2]
+    stranger = "10.231.0.99"
+    c.run(["ip", "addr", "add", f"{stranger}/24", "dev", "eth0"], check=True)
+    before = a.status()["fabric"]["unknown_source_drops"]
+    send = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            f"s.bind(('{stranger}', 18515)); "
+            f"[s.sendto(b'IBEM\\x01\\x01\\x00\\x00' + bytes(40), ('{a.address}', 18515)) "
+            "for _ in range(5)]")
+    c.run(["/usr/bin/python3", "-c", send], check=True)
+    deadline = time.time() + 10
+    while a.status()["fabric"]["unknown_source_drops"] < before + 5:
+        assert time.time() < deadline, a.status()["fabric"]
+        time.sleep(0.05)
+    c.run(["ip", "addr", "del", f"{stranger}/24", "dev", "eth0"], check=True)
+
+
+def test_capture_of_a_pingpong_between_hosts_is_dissected(lab, tmp_path):
+    """A capture on one host shows what its ports send and what reaches
+    them from another host: RC SENDs and ACKs both ways."""
+    a, b = lab.hosts[0], lab.hosts[1]
+    pcap = tmp_path / "hosts.pcap"
+    cap = start_capture(b, pcap, "-i", "ibemu1:1")
+    port = free_tcp_port()
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "5"]
+    run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu1", a.address], port)
+    cap.send_signal(signal.SIGINT)
+    finish(cap)
+    rows = tshark(pcap, "infiniband.lrh.slid", "infiniband.lrh.dlid", "infiniband.bth.opcode")
+    lid_a, lid_b = lid_of(a), lid_of(b, "ibemu1")
+    sends = {(r[0], r[1]) for r in rows if r[2] in ("0", "1", "2", "4")}  # RC SEND *
+    acks = {(r[0], r[1]) for r in rows if r[2] == "17"}  # RC ACKNOWLEDGE
+    assert (str(lid_a), str(lid_b)) in sends and (str(lid_b), str(lid_a)) in sends, rows
+    assert acks, rows
+
+
+def test_link_down_between_hosts_ends_a_transfer_and_the_sm_brings_it_back(lab):
+    a, b = lab.hosts[0], lab.hosts[1]
+    rc_stream = str(BUILD / "bin" / "rc_stream")
+    port = free_tcp_port()
+    server = a.spawn([rc_stream, "-d", "ibemu0", "-p", str(port), "-t", "10"])
+    deadline = time.time() + 20
+    while not tcp_listening_in(server.pid, port):
+        assert time.time() < deadline and server.poll() is None
+        time.sleep(0.02)
+    client = b.spawn([rc_stream, "-d", "ibemu0", "-p", str(port), "-t", "10", a.address])
+    time.sleep(0.5)
+    b.ibemu("fault", "link", "ibemu0:1", "down")
+    out = client.communicate(timeout=60)[0]
+    server.kill()
+    server.communicate()
+    # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
+    assert client.returncode == 1 and "transport retry counter exceeded" in out, out
+    b.ibemu("fault", "link", "ibemu0:1", "up")
+    lab.wait_all_active()
+    port = free_tcp_port()
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "10"]
+    run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu0", a.address], port)
