@@ -174,6 +174,24 @@ int cmd_down(const Options& o) {
   return 0;
 }
 
+// The links to other hosts: one line for the socket, one per peer.
+void print_fabric(const Json& f) {
+  if (f.is_null()) return;
+  std::cout << fmt::format(
+      "fabric: UDP {}{}  dropped from strangers {}  malformed {}\n", f["listen"].get<std::string>(),
+      f["seed"].get<std::string>().empty() ? "" : "  seed " + f["seed"].get<std::string>(),
+      f["unknown_source_drops"].get<uint64_t>(), f["malformed"].get<uint64_t>());
+  for (const Json& p : f["peers"])
+    std::cout << fmt::format(
+        "  peer {:<21} {:<4} switch port {:<3} switch {}  out {} packets in {} datagrams"
+        " (dropped {})  in {} packets in {} datagrams\n",
+        p["address"].get<std::string>(), p["up"].get<bool>() ? "up" : "down",
+        p["switch_port"].get<int>(), p["switch_guid"].get<std::string>(),
+        p["tx_packets"].get<uint64_t>(), p["tx_datagrams"].get<uint64_t>(),
+        p["tx_drops"].get<uint64_t>(), p["rx_packets"].get<uint64_t>(),
+        p["rx_datagrams"].get<uint64_t>());
+}
+
 int cmd_status(const Options& o) {
   Json reply;
   if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
@@ -215,6 +233,7 @@ int cmd_status(const Options& o) {
                                dev["drops"]["malformed"].get<uint64_t>(),
                                dev["drops"]["wrong_dlid"].get<uint64_t>());
   }
+  if (reply.contains("fabric")) print_fabric(reply["fabric"]);
   std::cout << "processes:\n";
   for (auto& p : reply["processes"])
     if (p["role"] == "provider")

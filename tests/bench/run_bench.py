@@ -77,6 +77,55 @@ def latency(out):
     return None
 
 
+def hosts_section():
+    """Two hosts in network namespaces, one subnet over UDP: RDMA WRITE
+    bandwidth next to raw UDP between the same namespaces."""
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    import hosts  # noqa: E402 (the integration tests' namespace helpers)
+    why = hosts.namespaces_usable()
+    print("\ntwo hosts (network namespaces, UDP between their daemons)\n")
+    if why:
+        print(f"skipped: {why}")
+        return
+    lab = hosts.Lab(Path(tempfile.mkdtemp(prefix="ibemu-bench-hosts-")), 2)
+    try:
+        a, b = lab.hosts
+        for i, h in enumerate(lab.hosts):
+            h.up_with({"bind": h.address, "peers": lab.peers_of(h)}, sm=(i == 0))
+        lab.wait_all_active()
+        datagram = 16384  # fabric.datagram_bytes' default
+        udp = str(BUILD / "bin" / "udp_bw")
+        receiver = subprocess.Popen(a.wrap([udp, "recv", a.address, "19515"]),
+                                    stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        subprocess.run(b.wrap([udp, "send", a.address, "19515", "3", str(datagram)]), check=True)
+        raw = float(receiver.communicate(timeout=60)[0].split()[0])
+        print(f"{'test':<14}{'size':>9}{'MB/s':>11}{'raw UDP MB/s':>14}{'ratio':>8}")
+        for size in (65536, 1 << 20):
+            port = free_port()
+            args = ["ib_write_bw", "-s", str(size), "-p", str(port), "-n", str(iterations(size))]
+            try:
+                _, out = hosts.run_across(a, args + ["-d", "ibemu0"], b,
+                                          args + ["-d", "ibemu0", a.address], port)
+            except BaseException:  # pytest.fail in a helper: report and go on
+                out = None
+            bw = bandwidth(out, size)
+            shown = f"{bw:11.1f}{raw:14.1f}{bw / raw:8.3f}" if bw else f"{'failed':>11}{raw:14.1f}"
+            print(f"{'ib_write_bw':<14}{size:>9}{shown}")
+        port = free_port()
+        args = ["ib_write_lat", "-s", "8", "-p", str(port), "-n", "2000"]
+        try:
+            _, out = hosts.run_across(a, args + ["-d", "ibemu0"], b,
+                                      args + ["-d", "ibemu0", a.address], port)
+        except BaseException:
+            out = None
+        lat = latency(out)
+        print(f"\n{'test':<14}{'size':>9}{'t_typical us':>14}")
+        print(f"{'ib_write_lat':<14}{8:>9}{(f'{lat:14.2f}' if lat else 'failed'):>14}")
+    finally:
+        lab.close()
+
+
 def main():
     runtime = tempfile.mkdtemp(prefix="ibemu-bench-")
     env = dict(os.environ, IBEMU_RUNTIME_DIR=runtime)
@@ -106,6 +155,7 @@ def main():
               f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
     finally:
         subprocess.run([IBEMU, "down"], env=env, capture_output=True)
+    hosts_section()
 
 
 if __name__ == "__main__":
