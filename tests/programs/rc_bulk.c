@@ -1,30 +1,50 @@
 /*
- * rc_bulk: moves MiB of data between an RC QP on ibemu0 and one on ibemu1
- * (one process, the two HCAs' links in between) by RDMA WRITE and by SEND,
- * in 1 MiB work requests with a window outstanding, and checks that every
- * byte arrived and every work request completed exactly once with success.
- * Made for lossy links (ibemu fault): prints
+ * rc_bulk: moves MiB of data over an RC connection by RDMA WRITE and by
+ * SEND, in 1 MiB work requests with a window outstanding, and checks that
+ * every byte arrived and every work request completed exactly once with
+ * success. Made for lossy links (ibemu fault): prints
  *   write N MiB ok
  *   send N MiB ok
- * and exits 0, or says what went wrong and exits 1.
- *
- * With -w it prints "qpn A B" (the QP numbers on ibemu0 and ibemu1) once
- * connected and waits for a line on stdin before it starts.
+ * and exits 0, or says what went wrong and exits 1 (2 for a bad command
+ * line).
  *
  *   rc_bulk [-m MiB] [-t timeout] [-w]
+ *   rc_bulk [-m MiB] [-t timeout] [-d dev] [-p tcp_port] -S
+ *   rc_bulk [-m MiB] [-t timeout] [-d dev] [-p tcp_port] -C server_host
+ *
+ * Without -S or -C, one process holds both ends: a QP on ibemu0 sends to one
+ * on ibemu1, the two HCAs' links in between. With -w it prints "qpn A B" (the
+ * QP numbers on ibemu0 and ibemu1) once connected and waits for a line on
+ * stdin before it starts.
+ *
+ * With -S (server, the receiving end) or -C (client, the sending end) the two
+ * ends are two processes, on one host or two, each on its device -d (default
+ * ibemu0). They meet on TCP port -p (default 19878; the server listens, the
+ * client connects to server_host), exchange what connects their QPs and then
+ * go in lockstep, one round at a time: the server readies its buffer and says
+ * "ready", the client sends the round and says "done", the server checks
+ * every byte and answers "ok" or "fail". Both must be given the same -m.
+ *
+ * -m is a multiple of 32 (default 1024); -t is the local ACK timeout
+ * exponent (default 14).
  */
 #include <getopt.h>
 #include <infiniband/verbs.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rc_common.h"
 
 #define CHUNK (1u << 20)
 #define ROUND_CHUNKS 32 /* a round moves 32 MiB, then checks it */
+#define ROUND_BYTES ((size_t)ROUND_CHUNKS * CHUNK)
 #define WINDOW 8
+#define WORD 8 /* bytes of one lockstep message on the TCP connection */
+#define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
 struct side {
   struct ibv_context* ctx;
@@ -35,6 +55,15 @@ struct side {
   uint8_t* buf;
   uint16_t lid;
 };
+
+/* What one process tells the other before they connect. */
+struct peer {
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t qpn;
+  uint32_t mib; /* the rounds must match, or the lockstep would hang */
+  uint16_t lid;
+} __attribute__((packed));
 
 static void die(const char* what) {
   fprintf(stderr, "rc_bulk: %s\n", what);
@@ -53,10 +82,9 @@ static void make_side(struct side* s, const char* dev) {
   s->ctx = open_device(dev);
   s->pd = ibv_alloc_pd(s->ctx);
   s->cq = ibv_create_cq(s->ctx, 2 * WINDOW + ROUND_CHUNKS, NULL, NULL, 0);
-  s->buf = malloc((size_t)ROUND_CHUNKS * CHUNK);
+  s->buf = malloc(ROUND_BYTES);
   if (!s->pd || !s->cq || !s->buf) die("resources");
-  s->mr = ibv_reg_mr(s->pd, s->buf, (size_t)ROUND_CHUNKS * CHUNK,
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  s->mr = ibv_reg_mr(s->pd, s->buf, ROUND_BYTES, ACCESS);
   struct ibv_qp_init_attr init = {.send_cq = s->cq,
                                   .recv_cq = s->cq,
                                   .qp_type = IBV_QPT_RC,
@@ -111,52 +139,72 @@ static void post_recv(struct side* s, uint32_t chunk) {
   if (ibv_post_recv(s->qp, &wr, &bad)) die("ibv_post_recv");
 }
 
-/* One round: ROUND_CHUNKS MiB from a to b, then b's buffer checked. */
-static void round_trip(struct side* a, struct side* b, int use_send, uint64_t base) {
-  uint8_t sent[ROUND_CHUNKS] = {0}, received[ROUND_CHUNKS] = {0};
-  fill(a->buf, base, (size_t)ROUND_CHUNKS * CHUNK);
-  memset(b->buf, 0, (size_t)ROUND_CHUNKS * CHUNK);
+/* A round is three steps, the same in one process and in two; between
+ * processes the lockstep messages order them. */
+
+/* Receiving end, before the round: a zeroed buffer, so that a byte that
+ * never arrives shows, and for SEND a receive per chunk, posted before the
+ * first SEND can arrive. */
+static void receive_prepare(struct side* s, int use_send) {
+  memset(s->buf, 0, ROUND_BYTES);
   if (use_send)
-    for (uint32_t c = 0; c < ROUND_CHUNKS; ++c) post_recv(b, c);
+    for (uint32_t c = 0; c < ROUND_CHUNKS; ++c) post_recv(s, c);
+}
+
+/* Sending end: the round's ROUND_CHUNKS MiB from offset `base` of the
+ * transfer into the buffer at (raddr, rkey), each WR completing exactly once
+ * with success. */
+static void send_round(struct side* s, int use_send, uint64_t base, uint64_t raddr, uint32_t rkey) {
+  uint8_t sent[ROUND_CHUNKS] = {0};
+  fill(s->buf, base, ROUND_BYTES);
   uint32_t posted = 0, completed = 0;
   while (completed < ROUND_CHUNKS) {
     while (posted < ROUND_CHUNKS && posted - completed < WINDOW) {
-      post(a, use_send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE, posted,
-           (uintptr_t)(b->buf + (size_t)posted * CHUNK), b->mr->rkey);
+      post(s, use_send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE, posted, raddr + (uint64_t)posted * CHUNK,
+           rkey);
       ++posted;
     }
-    complete_one(a, sent, use_send ? IBV_WC_SEND : IBV_WC_RDMA_WRITE);
+    complete_one(s, sent, use_send ? IBV_WC_SEND : IBV_WC_RDMA_WRITE);
     ++completed;
   }
-  if (use_send)
-    for (uint32_t c = 0; c < ROUND_CHUNKS; ++c) complete_one(b, received, IBV_WC_RECV);
-  uint8_t* expect = malloc(CHUNK);
-  for (uint32_t c = 0; c < ROUND_CHUNKS; ++c) {
-    fill(expect, base + (uint64_t)c * CHUNK, CHUNK);
-    if (memcmp(expect, b->buf + (size_t)c * CHUNK, CHUNK)) die("data differ");
-  }
-  free(expect);
 }
 
-int main(int argc, char** argv) {
-  int mib = 1024, timeout = 14, wait_for_go = 0, c;
-  while ((c = getopt(argc, argv, "m:t:w")) != -1) {
-    if (c == 'm')
-      mib = atoi(optarg);
-    else if (c == 't')
-      timeout = atoi(optarg);
-    else if (c == 'w')
-      wait_for_go = 1;
-    else
-      return 2;
+/* Receiving end, once the sender has seen all its WRs complete: for SEND
+ * each receive completes once, and every byte is what the sender filled in.
+ * Returns -1, or the MiB of the transfer where the data first differ. */
+static long receive_check(struct side* s, int use_send, uint64_t base) {
+  uint8_t received[ROUND_CHUNKS] = {0};
+  if (use_send)
+    for (uint32_t c = 0; c < ROUND_CHUNKS; ++c) complete_one(s, received, IBV_WC_RECV);
+  uint8_t* expect = malloc(CHUNK);
+  long bad = -1;
+  for (uint32_t c = 0; c < ROUND_CHUNKS && bad < 0; ++c) {
+    fill(expect, base + (uint64_t)c * CHUNK, CHUNK);
+    if (memcmp(expect, s->buf + (size_t)c * CHUNK, CHUNK)) bad = (long)(base / CHUNK) + c;
   }
-  if (mib < ROUND_CHUNKS || mib % ROUND_CHUNKS) die("-m must be a multiple of 32");
+  free(expect);
+  return bad;
+}
+
+static void data_differ(long mib) {
+  fprintf(stderr, "rc_bulk: data differ in MiB %ld\n", mib);
+  exit(1);
+}
+
+/* One round in one process: from a to b. */
+static void round_trip(struct side* a, struct side* b, int use_send, uint64_t base) {
+  receive_prepare(b, use_send);
+  send_round(a, use_send, base, (uintptr_t)b->buf, b->mr->rkey);
+  long bad = receive_check(b, use_send, base);
+  if (bad >= 0) data_differ(bad);
+}
+
+static void one_process(int mib, int timeout, int wait_for_go) {
   struct side a, b;
   make_side(&a, "ibemu0");
   make_side(&b, "ibemu1");
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  if (connect_rc_qp(a.qp, b.qp->qp_num, b.lid, IBV_MTU_4096, timeout, 7, access) ||
-      connect_rc_qp(b.qp, a.qp->qp_num, a.lid, IBV_MTU_4096, timeout, 7, access))
+  if (connect_rc_qp(a.qp, b.qp->qp_num, b.lid, IBV_MTU_4096, timeout, 7, ACCESS) ||
+      connect_rc_qp(b.qp, a.qp->qp_num, a.lid, IBV_MTU_4096, timeout, 7, ACCESS))
     die("connect");
   if (wait_for_go) {
     printf("qpn %#x %#x\n", a.qp->qp_num, b.qp->qp_num);
@@ -166,9 +214,125 @@ int main(int argc, char** argv) {
   }
   for (int use_send = 0; use_send < 2; ++use_send) {
     for (int r = 0; r < mib / ROUND_CHUNKS; ++r)
-      round_trip(&a, &b, use_send, (uint64_t)r * ROUND_CHUNKS * CHUNK);
+      round_trip(&a, &b, use_send, (uint64_t)r * ROUND_BYTES);
     printf("%s %d MiB ok\n", use_send ? "send" : "write", mib);
     fflush(stdout);
   }
+}
+
+/* Lockstep messages: NUL-padded words of WORD bytes. */
+static void tell(int fd, const char* word) {
+  char out[WORD] = {0};
+  strncpy(out, word, WORD - 1);
+  if (write(fd, out, WORD) != WORD) die("cannot write to the peer over TCP");
+}
+
+/* Reads the peer's next word into word[WORD]. The peer's end of the TCP
+ * connection closing (it died) is an error, not a hang. */
+static void hear(int fd, char* word) {
+  size_t got = 0;
+  while (got < WORD) {
+    ssize_t r = read(fd, word + got, WORD - got);
+    if (r <= 0) die("the peer closed the TCP connection");
+    got += r;
+  }
+  word[WORD - 1] = 0;
+}
+
+static void expect(int fd, const char* want) {
+  char word[WORD];
+  hear(fd, word);
+  if (strcmp(word, want)) {
+    fprintf(stderr, "rc_bulk: the peer said \"%s\", not \"%s\"\n", word, want);
+    exit(1);
+  }
+}
+
+/* One end of the two-process mode: the server (server_host NULL) receives,
+ * the client sends. */
+static void two_process(const char* dev, const char* server_host, int tcp_port, int mib,
+                        int timeout) {
+  /* A write to the connection of a peer that died must fail, not kill us
+   * without a word. */
+  signal(SIGPIPE, SIG_IGN);
+  struct side s;
+  make_side(&s, dev);
+  struct peer me = {(uintptr_t)s.buf, s.mr->rkey, s.qp->qp_num, (uint32_t)mib, s.lid}, them;
+  int fd = tcp_connect(server_host, tcp_port);
+  if (fd < 0) die("no TCP connection to the peer");
+  if (exchange(fd, &me, &them, sizeof(me))) die("the peer closed the TCP connection");
+  if (them.mib != (uint32_t)mib) die("the peers were given different -m");
+  if (connect_rc_qp(s.qp, them.qpn, them.lid, IBV_MTU_4096, timeout, 7, ACCESS)) die("connect");
+  /* The server's first "ready" also tells the client that the server's QP
+   * is connected: no SEND or WRITE reaches a QP that is not yet in RTR. */
+  for (int use_send = 0; use_send < 2; ++use_send) {
+    for (int r = 0; r < mib / ROUND_CHUNKS; ++r) {
+      uint64_t base = (uint64_t)r * ROUND_BYTES;
+      if (!server_host) {
+        receive_prepare(&s, use_send);
+        tell(fd, "ready");
+        /* Only the client knows when its WRITEs have landed; and waiting for
+         * its word rather than for receive completions means a client that
+         * dies mid-round ends the server too. */
+        expect(fd, "done");
+        long bad = receive_check(&s, use_send, base);
+        tell(fd, bad < 0 ? "ok" : "fail");
+        if (bad >= 0) data_differ(bad);
+      } else {
+        expect(fd, "ready");
+        send_round(&s, use_send, base, them.addr, them.rkey);
+        tell(fd, "done");
+        char verdict[WORD];
+        hear(fd, verdict);
+        if (!strcmp(verdict, "fail")) die("the server found the data differ");
+        if (strcmp(verdict, "ok")) die("the server said neither ok nor fail");
+      }
+    }
+    printf("%s %d MiB ok\n", use_send ? "send" : "write", mib);
+    fflush(stdout);
+  }
+  close(fd);
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: rc_bulk [-m MiB] [-t timeout] [-w]\n"
+          "       rc_bulk [-m MiB] [-t timeout] [-d dev] [-p tcp_port] -S\n"
+          "       rc_bulk [-m MiB] [-t timeout] [-d dev] [-p tcp_port] -C server_host\n");
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  int mib = 1024, timeout = 14, wait_for_go = 0, tcp_port = -1, server = 0, c;
+  const char *dev = NULL, *server_host = NULL;
+  while ((c = getopt(argc, argv, "m:t:wd:p:SC:")) != -1) {
+    if (c == 'm')
+      mib = atoi(optarg);
+    else if (c == 't')
+      timeout = atoi(optarg);
+    else if (c == 'w')
+      wait_for_go = 1;
+    else if (c == 'd')
+      dev = optarg;
+    else if (c == 'p')
+      tcp_port = atoi(optarg);
+    else if (c == 'S')
+      server = 1;
+    else if (c == 'C')
+      server_host = optarg;
+    else
+      return usage();
+  }
+  const int two = server || server_host;
+  /* -d and -p mean nothing to one process, -w nothing to two: refuse them
+   * rather than let a mistyped command line run the other mode. */
+  if (optind < argc || (server && server_host) || (two && wait_for_go) ||
+      (!two && (dev || tcp_port >= 0)))
+    return usage();
+  if (mib < ROUND_CHUNKS || mib % ROUND_CHUNKS) die("-m must be a multiple of 32");
+  if (two)
+    two_process(dev ? dev : "ibemu0", server_host, tcp_port < 0 ? 19878 : tcp_port, mib, timeout);
+  else
+    one_process(mib, timeout, wait_for_go);
   return 0;
 }
