@@ -79,6 +79,41 @@ FabricConfig parse_fabric(const nlohmann::json& f) {
   return c;
 }
 
+std::vector<FaultConfig> parse_faults(const nlohmann::json& list) {
+  if (!list.is_array()) throw std::runtime_error("faults must be an array");
+  static const char* keys[] = {"interface", "drop",      "duplicate", "reorder", "delay_us",
+                               "jitter_us", "rate_mbps", "seed",      "link"};
+  std::vector<FaultConfig> out;
+  for (const auto& f : list) {
+    if (!f.is_object()) throw std::runtime_error("each fault must be a JSON object");
+    for (auto& [key, _] : f.items())
+      if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) ==
+          std::end(keys))
+        throw std::runtime_error("unknown fault config key: " + key);
+    FaultConfig c;
+    const std::string where = f.value("interface", std::string());
+    const auto colon = where.find(':');
+    c.device = where.substr(0, colon);
+    if (colon != std::string::npos) c.port = std::stoi(where.substr(colon + 1));
+    if (c.device.empty()) throw std::runtime_error("a fault needs \"interface\": DEVICE[:PORT]");
+    read_opt(f, "drop", &c.drop);
+    read_opt(f, "duplicate", &c.duplicate);
+    read_opt(f, "reorder", &c.reorder);
+    read_opt(f, "delay_us", &c.delay_us);
+    read_opt(f, "jitter_us", &c.jitter_us);
+    read_opt(f, "rate_mbps", &c.rate_mbps);
+    read_opt(f, "seed", &c.seed);
+    const std::string link = f.value("link", std::string("up"));
+    if (link != "up" && link != "down") throw std::runtime_error("a fault's link is up or down");
+    c.link_down = link == "down";
+    if (c.link_down && c.port == 0) throw std::runtime_error("link down needs DEVICE:PORT");
+    for (double pct : {c.drop, c.duplicate, c.reorder})
+      if (pct < 0 || pct > 100) throw std::runtime_error("fault percentages are 0..100");
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 Config Config::parse(const std::string& json_text) {
@@ -91,7 +126,7 @@ Config Config::parse(const std::string& json_text) {
   }
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
   static const char* known[] = {"devices", "max_mtu",   "default_pkey", "subnet_prefix",
-                                "host_id", "log_level", "fabric"};
+                                "host_id", "log_level", "fabric",       "faults"};
   for (auto& [key, _] : j.items()) {
     bool ok = false;
     for (auto* k : known) ok |= key == k;
@@ -104,6 +139,7 @@ Config Config::parse(const std::string& json_text) {
     read_opt(j, "log_level", &cfg.log_level);
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
     if (j.contains("fabric")) cfg.fabric = parse_fabric(j["fabric"]);
+    if (j.contains("faults")) cfg.faults = parse_faults(j["faults"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
       static const char* device_keys[] = {

@@ -35,6 +35,16 @@ struct FabricConfig {
   int datagram_bytes = 16384;      // packets share a datagram up to this size
 };
 
+/// Faults a port's link has from the start (`ibemu fault set` / `link`).
+struct FaultConfig {
+  std::string device;                           // name
+  int port = 0;                                 // 0: every port of the device
+  double drop = 0, duplicate = 0, reorder = 0;  // percent
+  uint32_t delay_us = 0, jitter_us = 0, rate_mbps = 0;
+  uint64_t seed = 1;
+  bool link_down = false;  // the cable is pulled
+};
+
 struct Config {
   std::vector<DeviceConfig> devices;
   int max_mtu = 4096;  // bytes: 256, 512, 1024, 2048 or 4096
@@ -43,6 +53,7 @@ struct Config {
   uint32_t host_id = 0;  // 0 = derived from the hostname; distinguishes GUIDs of hosts
   std::string log_level = "info";
   FabricConfig fabric;
+  std::vector<FaultConfig> faults;
 
   /// Parses the JSON text; throws std::runtime_error with a readable reason.
   static Config parse(const std::string& json_text);

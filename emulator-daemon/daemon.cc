@@ -67,6 +67,7 @@ void Daemon::start() {
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
   server_.start();
   start_fabric();
+  apply_configured_faults();
   log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
            paths_.socket());
 }
@@ -115,6 +116,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "alloc_srqn") return do_srqn(s, req, true);
     if (op == "free_srqn") return do_srqn(s, req, false);
     if (op == "sm_attach") return do_sm_attach(s, req);
+    if (op == "sm_info") return do_sm_info(s, req);
     if (op == "smp") return do_smp(s, req);
     if (op == "capture_start" || op == "capture_status" || op == "capture_stop")
       return do_capture(s, op, req);
@@ -220,14 +222,24 @@ Json Daemon::do_status() {
                      {"qps", qps_.count(s.id)}});
   }
   reply["processes"] = procs;
+  // Every SM attached here, each with what it published of itself; "sm" is
+  // the master among them (or the last one, while none is master).
   reply["sm"] = nullptr;
+  Json sms = Json::array();
   for (auto& s : server_.sessions()) {
     auto it = clients_.find(s.id);
-    if (it != clients_.end() && it->second.sm_port)
-      reply["sm"] = {{"pid", s.pid},
-                     {"device", config_.devices[it->second.sm_port->device].name},
-                     {"port", it->second.sm_port->port}};
+    if (it == clients_.end() || !it->second.sm_port) continue;
+    const PortRef port = *it->second.sm_port;
+    const Subnet::SmInfoView info = subnet_.sm_info(port);
+    Json sm = {{"pid", s.pid},
+               {"device", config_.devices[port.device].name},
+               {"port", port.port},
+               {"priority", info.priority},
+               {"state", mad::sm_state_keyword(info.state)}};
+    if (reply["sm"].is_null() || reply["sm"]["state"] != "master") reply["sm"] = sm;
+    sms.push_back(std::move(sm));
   }
+  reply["sms"] = sms;
   reply["qps"] = qps_.size();
   reply["pid"] = getpid();
   reply["runtime_dir"] = paths_.dir;
@@ -453,11 +465,32 @@ Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   int p = req.at("port").get<int>();
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
+  // One SM per port: SMInfo of a port describes one SM.
+  for (const auto& [id, other] : clients_)
+    if (id != s.id && other.sm_port == std::optional<PortRef>(PortRef{d, p}))
+      return error_reply(EBUSY, "another subnet manager is attached to that port");
   Client& c = clients_[s.id];
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   c.sm_port = PortRef{d, p};
   subnet_.set_is_sm(*c.sm_port, true);
   log_info("subnet manager (pid {}) attached on {} port {}", s.pid, config_.devices[d].name, p);
+  return ok_reply();
+}
+
+// The SM of this session says what it is now: its SMInfo:Priority and IBA
+// 14.4 state, which the SMA of its port answers SMInfo with.
+Json Daemon::do_sm_info(SessionInfo& s, const Json& req) {
+  auto it = clients_.find(s.id);
+  if (it == clients_.end() || !it->second.sm_port)
+    return error_reply(EINVAL, "not a subnet manager (sm_attach first)");
+  const int priority = req.at("priority").get<int>();
+  if (priority < 0 || priority > 15) return error_reply(EINVAL, "priority must be 0..15");
+  const auto state = mad::parse_sm_state(req.at("state").get<std::string>());
+  if (!state) return error_reply(EINVAL, "state must be notactive, discovering, standby or master");
+  const PortRef port = *it->second.sm_port;
+  subnet_.set_sm_info(port, uint8_t(priority), *state);
+  log_info("subnet manager (pid {}) on {} port {}: {}, priority {}", s.pid,
+           config_.devices[port.device].name, port.port, mad::sm_state_keyword(*state), priority);
   return ok_reply();
 }
 
@@ -613,6 +646,25 @@ Json Daemon::do_forced_nak(const Json& req) {
   log_info("fault nak: the next {} requests to {} QP {:#x} get a {} NAK", count,
            config_.devices[d].name, qpn, kind);
   return ok_reply();
+}
+
+// The config's faults, as `ibemu fault set` and `ibemu fault link` would set
+// them; a fault naming no such device or port stops the daemon.
+void Daemon::apply_configured_faults() {
+  for (const FaultConfig& f : config_.faults) {
+    Json req = {{"device", f.device},       {"drop", f.drop},         {"duplicate", f.duplicate},
+                {"reorder", f.reorder},     {"delay_us", f.delay_us}, {"jitter_us", f.jitter_us},
+                {"rate_mbps", f.rate_mbps}, {"seed", f.seed}};
+    if (f.port) req["port"] = f.port;
+    Json reply = do_fault("fault_set", req);
+    if (reply.value("ok", false) && f.link_down) {
+      req["up"] = false;
+      reply = do_fault("link", req);
+    }
+    if (!reply.value("ok", false))
+      throw std::runtime_error("config fault on " + f.device + ": " +
+                               reply.value("error", std::string("refused")));
+  }
 }
 
 Json Daemon::do_shutdown() {

@@ -67,6 +67,7 @@ class Daemon : public RequestHandler {
   Json do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
   Json do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out);
   Json do_sm_attach(SessionInfo& s, const Json& req);
+  Json do_sm_info(SessionInfo& s, const Json& req);
   Json do_smp(SessionInfo& s, const Json& req);
   Json do_capture(SessionInfo& s, const std::string& op, const Json& req);
   Json do_fault(const std::string& op, const Json& req);
@@ -74,6 +75,7 @@ class Daemon : public RequestHandler {
   /// The ports a request names: "device" (and "port"), or all of them.
   std::optional<std::vector<PortRef>> selected_ports(const Json& req) const;
   Json do_shutdown();
+  void apply_configured_faults();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -69,10 +70,12 @@ pid_t spawn_background(const std::vector<std::string>& argv, const std::string& 
   _exit(127);
 }
 
-bool all_ports_active(const Json& status) {
+// Every port with a link is ACTIVE; one whose cable the config pulled stays
+// DOWN, and no SM can change that.
+bool linked_ports_active(const Json& status) {
   for (auto& dev : status["devices"])
     for (auto& port : dev["port_info"])
-      if (port["state"] != "ACTIVE") return false;
+      if (port["state"] != "ACTIVE" && port["state"] != "DOWN") return false;
   return true;
 }
 
@@ -110,7 +113,7 @@ int cmd_up(const Options& o) {
   auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
   // Ready when a subnet manager is attached and every port is ACTIVE.
   while (!(query(o.runtime_dir, {{"op", "status"}}, &reply) && !reply["sm"].is_null() &&
-           all_ports_active(reply))) {
+           linked_ports_active(reply))) {
     if (Clock::now() > deadline)
       return fail("ports did not become ACTIVE; see " + paths.sm_log() + " and " +
                   paths.daemon_log());
@@ -192,6 +195,25 @@ void print_fabric(const Json& f) {
         p["rx_datagrams"].get<uint64_t>());
 }
 
+// One line per SM attached to the daemon, with the IBA 14.4 state and the
+// priority it published (a daemon that predates them sends only "sm").
+void print_subnet_managers(const Json& status) {
+  Json sms = status.contains("sms") ? status["sms"] : Json::array();
+  if (sms.empty() && !status["sm"].is_null()) sms.push_back(status["sm"]);
+  if (sms.empty()) std::cout << "no subnet manager attached (start one with: ibemu up)\n";
+  for (const Json& sm : sms) {
+    std::string role;
+    if (sm.contains("state")) {
+      role = "  " + sm["state"].get<std::string>();
+      for (char& c : role) c = char(std::toupper(static_cast<unsigned char>(c)));
+      role += fmt::format(" priority {}", sm.value("priority", 0));
+    }
+    std::cout << fmt::format("subnet manager: ibemu-sm pid {} on {} port {}{}\n",
+                             sm["pid"].get<int>(), sm["device"].get<std::string>(),
+                             sm["port"].get<int>(), role);
+  }
+}
+
 int cmd_status(const Options& o) {
   Json reply;
   if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
@@ -202,12 +224,7 @@ int cmd_status(const Options& o) {
   }
   std::cout << fmt::format("ibemud pid {}  runtime {}\n", reply.value("pid", 0),
                            reply.value("runtime_dir", ""));
-  if (reply["sm"].is_null())
-    std::cout << "no subnet manager attached (start one with: ibemu up)\n";
-  else
-    std::cout << fmt::format(
-        "subnet manager: ibemu-sm pid {} on {} port {}\n", reply["sm"]["pid"].get<int>(),
-        reply["sm"]["device"].get<std::string>(), reply["sm"]["port"].get<int>());
+  print_subnet_managers(reply);
   for (auto& dev : reply["devices"]) {
     std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
                              dev["node_guid"].get<std::string>());

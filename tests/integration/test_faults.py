@@ -5,6 +5,7 @@ link loses and the counters say so; a link pulled in the middle of a
 transfer ends it with IBV_WC_RETRY_EXC_ERR, and once it is back the subnet
 manager brings the port up again and new connections work; forced RNR and
 PSN sequence NAKs on a QP; ibemu topology shows the cables."""
+import json
 import re
 import subprocess
 import time
@@ -168,3 +169,26 @@ def test_topology_shows_every_cable_and_a_pulled_one(lossy):
     assert "(SM)" in out
     lossy.ibemu("fault", "link", "ibemu1:2", "down")
     assert re.search(r"-> ibemu1/2\s+Down\s+Polling", lossy.ibemu("topology").stdout)
+
+
+def test_faults_from_the_config(tmp_path):
+    """A config's faults are set when the daemon starts, as `ibemu fault`
+    would set them; a pulled cable keeps its port DOWN and `ibemu up` does
+    not wait for it."""
+    config = tmp_path / "faults.json"
+    config.write_text(json.dumps({"faults": [
+        {"interface": "ibemu0:1", "drop": 2.5, "reorder": 1, "seed": 9},
+        {"interface": "ibemu1:2", "link": "down"}]}))
+    f = Fabric(tmp_path / "rt")
+    try:
+        f.ibemu("up", "--config", str(config))
+        faults = port_status(f, "ibemu0", 1)["faults"]
+        assert faults["drop_ppm"] == 25000 and faults["reorder_ppm"] == 10000, faults
+        assert faults["seed"] == 9
+        assert port_status(f, "ibemu1", 2)["state"] == "DOWN"
+        assert port_status(f, "ibemu1", 1)["state"] == "ACTIVE"
+    finally:
+        f.down()
+    config.write_text(json.dumps({"faults": [{"interface": "ibemu0:1", "drop": 200}]}))
+    r = Fabric(tmp_path / "rt2").ibemu("up", "--config", str(config), check=False)
+    assert r.returncode != 0
