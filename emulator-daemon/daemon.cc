@@ -465,6 +465,10 @@ Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   int p = req.at("port").get<int>();
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
+  // The priority comes with the attach: other SMs that ask before the SM's
+  // first sm_info see it DISCOVERING with its real priority.
+  const int priority = req.value("priority", 0);
+  if (priority < 0 || priority > 15) return error_reply(EINVAL, "priority must be 0..15");
   // One SM per port: SMInfo of a port describes one SM.
   for (const auto& [id, other] : clients_)
     if (id != s.id && other.sm_port == std::optional<PortRef>(PortRef{d, p}))
@@ -473,6 +477,7 @@ Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   c.sm_port = PortRef{d, p};
   subnet_.set_is_sm(*c.sm_port, true);
+  subnet_.set_sm_info(*c.sm_port, uint8_t(priority), mad::SmState::kDiscovering);
   log_info("subnet manager (pid {}) attached on {} port {}", s.pid, config_.devices[d].name, p);
   return ok_reply();
 }

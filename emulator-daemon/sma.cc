@@ -392,7 +392,8 @@ MadStatus Sma::do_lft(Hop at, const mad::Smp& req, mad::Smp* resp) {
 MadStatus Sma::get_sm_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   NodeModel& n = m_.node(at.node);
   // IBA 14.2.5.13: SMInfo is answered where an SM runs. The SM process
-  // cannot see SMPs here, so the SMA of its port answers for it: a master.
+  // cannot see SMPs here, so the SMA of its port answers for it, with the
+  // priority and state the SM last published (control op sm_info).
   if (n.is_switch()) return MadStatus::kUnsupportedMethodAttr;
   PortModel& port = n.ports[size_t(at.port)];
   if (!(port.cap_mask & mad::kCapIsSm)) return MadStatus::kUnsupportedMethodAttr;
@@ -401,8 +402,8 @@ MadStatus Sma::get_sm_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   si.set_guid(port.guid);
   si.set_sm_key(0);
   si.set_act_count(port.sm_act_count);
-  si.set_priority(0);
-  si.set_sm_state(mad::SmState::kMaster);
+  si.set_priority(port.sm_priority);
+  si.set_sm_state(port.sm_state);
   resp->set_attr(si);
   return MadStatus::kOk;
 }

@@ -388,7 +388,26 @@ void Subnet::set_is_sm(PortRef p, bool is_sm) {
   const auto before = snapshot();
   PortModel& pm = model_->port(h);
   pm.cap_mask = is_sm ? pm.cap_mask | mad::kCapIsSm : pm.cap_mask & ~mad::kCapIsSm;
+  pm.sm_priority = 0;
+  pm.sm_state = is_sm ? mad::SmState::kDiscovering : mad::SmState::kNotActive;
   notify(before);
+}
+
+void Subnet::set_sm_info(PortRef p, uint8_t priority, mad::SmState state) {
+  const Hop h{p.device, p.port};
+  if (p.device < 0 || p.device >= int(cfg_.devices.size()) || p.port < 1 || !model_->valid(h))
+    return;
+  PortModel& pm = model_->port(h);
+  pm.sm_priority = priority & 0xf;  // a 4-bit field
+  pm.sm_state = state;
+}
+
+Subnet::SmInfoView Subnet::sm_info(PortRef p) const {
+  const Hop h{p.device, p.port};
+  if (p.device < 0 || p.device >= int(cfg_.devices.size()) || p.port < 1 || !model_->valid(h))
+    return {};
+  const PortModel& pm = model_->port(h);
+  return SmInfoView{pm.sm_priority, pm.sm_state};
 }
 
 void Subnet::set_link_up(PortRef p, bool up) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/mad/smp_attributes.h"
 #include "common/state_page.h"
 
 namespace ibemu {
@@ -123,7 +124,18 @@ class Subnet {
   /// not exist.
   PortAttributes port(PortRef p) const;
   /// Sets or clears PortInfo:CapabilityMask.IsSM (an SM attached on that port).
+  /// An SM that attaches starts DISCOVERING with priority 0; one that leaves
+  /// is NOTACTIVE.
   void set_is_sm(PortRef p, bool is_sm);
+  /// What the SM on port `p` says of itself: the SMA of the port answers
+  /// SubnGet(SMInfo) with this priority (0..15) and state (IBA 14.2.5.13).
+  void set_sm_info(PortRef p, uint8_t priority, mad::SmState state);
+  struct SmInfoView {
+    uint8_t priority = 0;
+    mad::SmState state = mad::SmState::kNotActive;
+  };
+  /// The priority and state last set for the SM on port `p`.
+  SmInfoView sm_info(PortRef p) const;
   /// Plugs or unplugs the cable of a CA port (both ends go Down and Polling,
   /// or retrain to Init): how a test or `ibemu` simulates a link failure.
   void set_link_up(PortRef p, bool up);

@@ -68,6 +68,11 @@ struct PortModel {
   uint8_t overrun_errors = 0;
   uint32_t client_reregister_count = 0;
   uint32_t sm_act_count = 0;  // SMInfo:ActCount of an SM on this port
+  // What the SM on this port published of itself (control op sm_info): its
+  // SMInfo:Priority and SMState. An SM that has just attached is DISCOVERING
+  // (IBA 14.4.1).
+  uint8_t sm_priority = 0;
+  mad::SmState sm_state = mad::SmState::kNotActive;
 };
 
 struct NodeModel {

@@ -1,6 +1,8 @@
 // ibemu-sm: the subnet manager of an ibemu host. Attaches to ibemud, sweeps
 // the subnet with directed-route SMPs, brings every port Active, then keeps
-// watching it. One per runtime directory (an flock on its lock file).
+// watching it. One per lock file (an flock; by default the runtime
+// directory's): more SMs on one subnet negotiate which one is master, and the
+// others stand by (sm_negotiation.h).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
   std::string device;
   int port = 1;
   double interval = 2.0;
+  int priority = 0;
+  std::string lock_file;
   bool once = false;
   std::string log_level = "info";
   app.add_option("--runtime-dir", runtime_dir,
@@ -52,6 +56,14 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-interval", interval, "seconds between light sweeps")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str();
+  app.add_option("--priority", priority,
+                 "SMInfo:Priority: of the SMs that start together, the highest becomes master")
+      ->check(CLI::Range(0, 15))
+      ->capture_default_str();
+  app.add_option("--lock-file", lock_file,
+                 "the lock that keeps one SM per runtime directory; give a second SM (a "
+                 "standby) a file of its own")
+      ->default_str("RUNTIME_DIR/ibemu-sm.lock");
   app.add_flag("--once", once, "sweep once and exit (ports stay Active)");
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
@@ -62,15 +74,17 @@ int main(int argc, char** argv) {
 
   const ibemu::RuntimePaths paths{runtime_dir.empty() ? ibemu::default_runtime_dir() : runtime_dir};
 
-  // One SM per subnet: a second one on the same runtime directory stops here.
-  // The lock file also tells `ibemu status`/`ibemu down` our pid.
+  // One SM per lock file: a second one started the same way stops here,
+  // while one with its own --lock-file runs beside it and negotiates. The
+  // default lock file also tells `ibemu status`/`ibemu down` our pid.
   if (access(paths.dir.c_str(), F_OK) != 0)
     return fail(ibemu::daemon_not_running_message(paths.socket()));
   std::optional<ibemu::RuntimeLock> lock;
   try {
-    lock.emplace(paths.sm_lock(), "ibemu-sm");
+    lock.emplace(lock_file.empty() ? paths.sm_lock() : lock_file, "ibemu-sm");
   } catch (const std::exception& e) {
-    return fail(e.what());
+    return fail(std::string(e.what()) +
+                " (a standby SM beside it needs its own --lock-file and port)");
   }
 
   ibemu::ControlClient client;
@@ -103,11 +117,14 @@ int main(int argc, char** argv) {
   }
   if (dev_index < 0) return fail(fmt::format("no device \"{}\"", device));
   if (port > dev_ports) return fail(fmt::format("{} has no port {}", dev_name, port));
-  if (client.request({{"op", "sm_attach"}, {"device", dev_index}, {"port", port}}, &reply) != 0 ||
+  if (client.request(
+          {{"op", "sm_attach"}, {"device", dev_index}, {"port", port}, {"priority", priority}},
+          &reply) != 0 ||
       !reply.value("ok", false))
     return fail(fmt::format("cannot attach to {}/{}: {}", dev_name, port,
                             reply.value("error", std::string("no reply"))));
-  log_line(fmt::format("attached to {} port {} (runtime dir {})", dev_name, port, paths.dir));
+  log_line(fmt::format("attached to {} port {}, priority {} (runtime dir {})", dev_name, port,
+                       priority, paths.dir));
 
   // SIGTERM/SIGINT are taken synchronously between sweeps: a sweep in
   // progress finishes, then the SM exits.
@@ -120,6 +137,18 @@ int main(int argc, char** argv) {
 
   ibemu::sm::ControlTransport transport(client, dev_index, port);
   ibemu::sm::SubnetManager sm(transport, log_line);
+  sm.set_priority(uint8_t(priority));
+  // The SMA of our port answers other SMs' SMInfo for us: it must know what
+  // we are before anyone asks.
+  sm.on_state_change([&client, &log_line](uint8_t prio, ibemu::mad::SmState state) {
+    ibemu::Json r;
+    if (client.request(
+            {{"op", "sm_info"}, {"priority", prio}, {"state", ibemu::mad::sm_state_keyword(state)}},
+            &r) != 0 ||
+        !r.value("ok", false))
+      log_line("the daemon did not take the SM's state: " +
+               (r.is_object() ? r.value("error", std::string("refused")) : "no reply"));
+  });
   const bool ok = sm.sweep();
   if (transport.lost())
     return fail(fmt::format("lost the daemon: {}", std::strerror(transport.last_errno())));
@@ -149,6 +178,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     while (auto req = sa_port.recv()) {
+      // Only the master is the SA (IBA 15.1); requests reach a standby only
+      // when sent to its LID, and it drops them.
+      if (sm.state() != ibemu::mad::SmState::kMaster) continue;
       if (auto resp = sa.handle(req->mad.data(), req->mad.size(), req->slid))
         sa_port.send(req->slid, req->sqpn, *resp);
     }

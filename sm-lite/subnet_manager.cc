@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -14,6 +15,7 @@ using mad::AttrId;
 using mad::MadStatus;
 using mad::Method;
 using mad::NodeType;
+using mad::SmState;
 
 namespace {
 
@@ -30,6 +32,18 @@ std::string path_string(const DrPath& path) {
 
 bool is_endpoint_port(const SmNode& n, int port) {
   return n.type == NodeType::kSwitch ? port == 0 : port >= 1;
+}
+
+// The IBA name of a state, as the log prints it: "STANDBY".
+std::string state_name(SmState s) {
+  std::string name = mad::sm_state_keyword(s);
+  for (char& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string describe(const PeerSm& sm) {
+  return fmt::format("{:#018x} (priority {}, {})", sm.rank.guid, sm.rank.priority,
+                     state_name(sm.state));
 }
 
 }  // namespace
@@ -134,6 +148,7 @@ bool SubnetManager::discover() {
     if (v.path.empty()) {
       sm_node_guid_ = guid;
       sm_port_num_ = in_port;
+      sm_port_guid_ = ni->port_guid();
     }
     if (v.from) {
       n.ports[in_port].num = in_port;
@@ -393,13 +408,90 @@ bool SubnetManager::activate_ports() {
   return ok;
 }
 
+void SubnetManager::set_state(SmState next, const std::string& why) {
+  if (next == state_) return;
+  log(fmt::format("state {} -> {}: {}", state_name(state_), state_name(next), why));
+  state_ = next;
+  if (state_listener_) state_listener_(priority_, state_);
+}
+
+std::vector<PeerSm> SubnetManager::query_other_sms() {
+  std::vector<PeerSm> peers;
+  for (auto& n : nodes_)
+    for (auto& [num, p] : n.ports) {
+      if (!p.known || !is_endpoint_port(n, num) || !(p.info.capability_mask() & mad::kCapIsSm))
+        continue;
+      if (n.guid == sm_node_guid_ && num == sm_port_num_) continue;  // this SM
+      auto si = get<mad::SmInfo>(AttrId::kSmInfo, 0, p.path);
+      if (!si) continue;  // dr() logged it
+      PeerSm peer{SmRank{si->priority(), si->guid()}, si->sm_state(), p.path};
+      log(fmt::format("SM {} on {:#018x} port {}", describe(peer), n.guid, num));
+      peers.push_back(std::move(peer));
+    }
+  return peers;
+}
+
+bool SubnetManager::negotiate() {
+  const SmRank self{priority_, sm_port_guid_};
+  const std::vector<PeerSm> peers = query_other_sms();
+  const std::optional<PeerSm> leader = sm_to_follow(self, state_ == SmState::kMaster, peers);
+  std::string why = std::move(takeover_reason_);
+  takeover_reason_.clear();
+  if (!leader) {
+    if (why.empty())
+      why = peers.empty() ? "no other SM on the subnet"
+                          : fmt::format("no other SM outranks this one (priority {})", priority_);
+    set_state(SmState::kMaster, why);
+    return true;
+  }
+  // A master defers only to a master that outranks it (sm_to_follow).
+  const std::string reason =
+      state_ == SmState::kMaster || leader->state != SmState::kMaster
+          ? fmt::format("SM {} outranks this one (priority {})", describe(*leader), priority_)
+          : fmt::format("master {} is running", describe(*leader));
+  const bool new_leader =
+      state_ != SmState::kStandby || master_watch_.master().rank.guid != leader->rank.guid;
+  master_watch_.follow(*leader);
+  if (state_ != SmState::kStandby)
+    set_state(SmState::kStandby, reason);
+  else if (new_leader || !why.empty())
+    log(fmt::format("staying STANDBY{}: {}", why.empty() ? "" : ", although " + why, reason));
+  return false;
+}
+
+bool SubnetManager::poll_master() {
+  const PeerSm& m = master_watch_.master();
+  auto si = get<mad::SmInfo>(AttrId::kSmInfo, 0, m.path);
+  const bool same_sm = si && si->guid() == m.rank.guid;
+  const bool is_master = same_sm && si->sm_state() == SmState::kMaster;
+  const bool lost = master_watch_.record_poll(is_master);
+  const std::string what = same_sm ? "reports " + state_name(si->sm_state()) : "does not answer";
+  if (!lost) {
+    if (!is_master)
+      log(fmt::format("master {:#018x} {}: poll {} of {} missed", m.rank.guid, what,
+                      master_watch_.missed_polls(), MasterWatch::kMaxMissedPolls));
+    return false;
+  }
+  takeover_reason_ =
+      same_sm ? fmt::format("master {:#018x} is no longer master (it {})", m.rank.guid, what)
+              : fmt::format("master {:#018x} stopped answering", m.rank.guid);
+  return true;
+}
+
 bool SubnetManager::sweep() {
   ++sweeps_;
+  if (state_ == SmState::kNotActive) set_state(SmState::kDiscovering, "starting");
   log(fmt::format("sweep {}: discovering", sweeps_));
   if (!discover()) {
     log(fmt::format("sweep {}: the SM's own port does not answer", sweeps_));
     swept_ok_ = false;
     return false;
+  }
+  // IBA 14.4.1: only the master configures the subnet.
+  if (!negotiate()) {
+    log(fmt::format("sweep {}: STANDBY, the master configures the subnet", sweeps_));
+    swept_ok_ = true;
+    return true;
   }
   // A partial picture still gets configured (a node that does not answer
   // must not hold up the rest), but the sweep counts as failed so the next
@@ -455,6 +547,10 @@ bool SubnetManager::changed() {
 }
 
 void SubnetManager::poll() {
+  if (state_ == SmState::kStandby) {
+    if (poll_master()) sweep();
+    return;
+  }
   if (!swept_ok_ || changed()) sweep();
 }
 

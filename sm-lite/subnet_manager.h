@@ -5,6 +5,10 @@
 // LIDs that ports already have, so an SM that takes over from one that died
 // does not renumber the subnet.
 //
+// Several SMs may run on one subnet: each negotiates with the others it
+// discovers (sm_negotiation.h) and only the MASTER configures anything; a
+// STANDBY polls its master and takes over when the master is lost.
+//
 // Single-threaded: one SubnetManager per SM process, driven by its main loop.
 #include <cstdint>
 #include <functional>
@@ -15,11 +19,10 @@
 
 #include "common/mad/smp.h"
 #include "common/mad/smp_attributes.h"
+#include "sm-lite/sm_negotiation.h"
 #include "sm-lite/smp_transport.h"
 
 namespace ibemu::sm {
-
-using DrPath = std::vector<uint8_t>;  // egress port per hop, from the SM's port
 
 /// One port of a discovered node.
 struct SmPort {
@@ -56,18 +59,41 @@ class SubnetManager {
  public:
   using Log = std::function<void(const std::string&)>;
 
+  /// Told the SM's priority and state each time its state changes, so that
+  /// the SMA of its port answers SMInfo with them (IBA 14.2.5.13).
+  using StateListener = std::function<void(uint8_t priority, mad::SmState state)>;
+
   explicit SubnetManager(SmpTransport& transport, Log log = {});
 
-  /// Discovers the subnet, assigns LIDs, programs forwarding tables and
-  /// moves every linked port Init -> Armed -> Active. True when every port
-  /// it found ended Active with its LID.
+  /// SMInfo:Priority, 0..15 (higher wins the negotiation). Set before the
+  /// first sweep.
+  void set_priority(uint8_t priority) { priority_ = priority & 0xf; }
+  void on_state_change(StateListener listener) { state_listener_ = std::move(listener); }
+
+  /// Discovers the subnet and negotiates with the other SMs it finds. As
+  /// MASTER it then assigns LIDs, programs forwarding tables and moves every
+  /// linked port Init -> Armed -> Active; a STANDBY changes nothing. True
+  /// when every port it found ended Active with its LID, or when it became
+  /// STANDBY.
   bool sweep();
   /// Re-reads every known port's PortInfo and each switch's PortStateChange;
   /// true when the subnet no longer looks as the last sweep left it.
   bool changed();
-  /// One step of the periodic loop: a full sweep when none succeeded yet or
-  /// the light check sees a change.
+  /// One step of the periodic loop. MASTER (or DISCOVERING after a failed
+  /// sweep): a full sweep when none succeeded yet or the light check sees a
+  /// change. STANDBY: one SubnGet(SMInfo) of its master; after
+  /// MasterWatch::kMaxMissedPolls missed polls in a row it sweeps again,
+  /// which makes it master unless another SM outranks it.
   void poll();
+
+  /// IBA 14.4 SM state: NOTACTIVE before the first sweep, then DISCOVERING,
+  /// then MASTER or STANDBY.
+  mad::SmState state() const { return state_; }
+  uint8_t priority() const { return priority_; }
+  /// The GUID of the SM's port (SMInfo:GUID), known after the first sweep.
+  uint64_t port_guid() const { return sm_port_guid_; }
+  /// The SM a STANDBY follows.
+  const PeerSm& master() const { return master_watch_.master(); }
 
   /// What the last sweep found, in discovery order.
   const std::vector<SmNode>& nodes() const { return nodes_; }
@@ -90,6 +116,15 @@ class SubnetManager {
   /// Walks the subnet breadth-first. False when the SM's own node does not
   /// answer; SMPs lost on the way are counted in discovery_errors_.
   bool discover();
+  /// SubnGet(SMInfo) of every other SM port that discovery found (PortInfo
+  /// CapabilityMask.IsSM); SMs that do not answer take no part.
+  std::vector<PeerSm> query_other_sms();
+  /// Becomes MASTER or STANDBY after a discovery; true when MASTER.
+  bool negotiate();
+  /// A STANDBY's poll of its master; true once the master counts as lost.
+  bool poll_master();
+  /// Changes state, logs the change with its reason and tells the listener.
+  void set_state(mad::SmState next, const std::string& why);
   void assign_lids();
   bool configure_ports();
   bool program_switches();
@@ -118,6 +153,12 @@ class SubnetManager {
   std::map<uint64_t, uint16_t> lid_cache_;
   uint64_t sm_node_guid_ = 0;
   int sm_port_num_ = 0;
+  uint64_t sm_port_guid_ = 0;
+  uint8_t priority_ = 0;
+  mad::SmState state_ = mad::SmState::kNotActive;
+  StateListener state_listener_;
+  MasterWatch master_watch_;
+  std::string takeover_reason_;  // why a STANDBY renegotiates: its master was lost
   uint16_t sm_lid_ = 0;
   int sweeps_ = 0;
   int discovery_errors_ = 0;

@@ -1,5 +1,6 @@
 #include "common/mad/mad.h"
 
+#include <cctype>
 #include <cstdio>
 
 #include "common/mad/smp.h"
@@ -172,6 +173,29 @@ std::string to_string(SmState s) {
       return "Master";
   }
   return "SM state " + std::to_string(unsigned(s));
+}
+
+std::string sm_state_keyword(SmState s) {
+  switch (s) {
+    case SmState::kNotActive:
+      return "notactive";
+    case SmState::kDiscovering:
+      return "discovering";
+    case SmState::kStandby:
+      return "standby";
+    case SmState::kMaster:
+      return "master";
+  }
+  return "state" + std::to_string(unsigned(s));
+}
+
+std::optional<SmState> parse_sm_state(std::string_view keyword) {
+  std::string lower(keyword);
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  for (SmState s :
+       {SmState::kNotActive, SmState::kDiscovering, SmState::kStandby, SmState::kMaster})
+    if (lower == sm_state_keyword(s)) return s;
+  return std::nullopt;
 }
 
 std::string NodeDescription::text() const {

@@ -5,6 +5,7 @@
 // a field can be checked against its table row by reading one line.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -206,6 +207,12 @@ static_assert(sizeof(SmInfo) == 21 && std::is_trivially_copyable_v<SmInfo>);
 
 std::string to_string(NodeType t);
 std::string to_string(SmState s);
+/// The IBA name of an SM state in lower case: "notactive", "discovering",
+/// "standby" or "master", as the control protocol's sm_info op and `ibemu
+/// status --json` spell it.
+std::string sm_state_keyword(SmState s);
+/// The state a keyword names, in any case; nullopt for anything else.
+std::optional<SmState> parse_sm_state(std::string_view keyword);
 
 }  // namespace ibemu::mad
 

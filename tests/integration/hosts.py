@@ -109,10 +109,10 @@ def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=1
         pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
                     f"{client.communicate()[0]}\n{stacks}\n{server_host.logs()}"
                     f"{client_host.logs()}")
-    for name, proc, out, h in (("server", server, server_out, server_host),
-                               ("client", client, client_out, client_host)):
+    for name, proc in (("server", server), ("client", client)):
         assert proc.returncode == 0, (f"{server_cmd[0]} {name} failed ({proc.returncode}):\n"
-                                      f"{out}\n{server_host.logs()}{client_host.logs()}")
+                                      f"server: {server_out}\nclient: {client_out}\n"
+                                      f"{server_host.logs()}{client_host.logs()}")
     return server_out, client_out
 
 

@@ -288,6 +288,16 @@ TEST(SmInfo, SpecPositions) {
   EXPECT_EQ(si.sm_state(), SmState::kMaster);
 }
 
+TEST(SmInfo, StateKeywordsRoundTrip) {
+  for (SmState s :
+       {SmState::kNotActive, SmState::kDiscovering, SmState::kStandby, SmState::kMaster})
+    EXPECT_EQ(parse_sm_state(sm_state_keyword(s)), s);
+  EXPECT_EQ(sm_state_keyword(SmState::kStandby), "standby");
+  EXPECT_EQ(parse_sm_state("MASTER"), SmState::kMaster);
+  EXPECT_FALSE(parse_sm_state("boss"));
+  EXPECT_FALSE(parse_sm_state(""));
+}
+
 TEST(Tables, LftGuidInfoPKeyTable) {
   LinearForwardingTable lft;
   lft.set_port(0, 1);

@@ -327,14 +327,24 @@ TEST_F(SmaTest, IsSmBitAndSmInfo) {
   r = send(subnet_, kSm, dr_get(AttrId::kSmInfo, 0, {}));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status(), MadStatus::kOk);
-  EXPECT_EQ(r->get_attr<mad::SmInfo>().sm_state(), mad::SmState::kMaster);
+  // A freshly attached SM is DISCOVERING until it says otherwise.
+  EXPECT_EQ(r->get_attr<mad::SmInfo>().sm_state(), mad::SmState::kDiscovering);
+  EXPECT_EQ(r->get_attr<mad::SmInfo>().priority(), 0);
   EXPECT_EQ(r->get_attr<mad::SmInfo>().guid(), subnet_.port(kSm).port_guid);
+  subnet_.set_sm_info(kSm, 9, mad::SmState::kMaster);
+  EXPECT_EQ(changed.size(), 1u);  // not a PortInfo change
+  r = send(subnet_, kSm, dr_get(AttrId::kSmInfo, 0, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_attr<mad::SmInfo>().sm_state(), mad::SmState::kMaster);
+  EXPECT_EQ(r->get_attr<mad::SmInfo>().priority(), 9);
+  EXPECT_GT(r->get_attr<mad::SmInfo>().act_count(), 0u);
   const PortAttributes before = subnet_.port(kSm);
   subnet_.set_is_sm(kSm, false);
   const PortAttributes after = subnet_.port(kSm);
   EXPECT_EQ(after.cap_mask & mad::kCapIsSm, 0u);
   EXPECT_EQ(after.state, before.state);
   EXPECT_EQ(after.lid, before.lid);
+  EXPECT_EQ(subnet_.sm_info(kSm).state, mad::SmState::kNotActive);
 }
 
 TEST_F(SmaTest, GuidInfoAndPKeyTable) {
