@@ -406,6 +406,7 @@ nlohmann::json FabricLink::describe() const {
   }
   return {{"listen", fmt::format("{}:{}", cfg_.bind, cfg_.port)},
           {"seed", cfg_.seed},
+          {"dead_ms", cfg_.dead_ms},
           {"peers", peers},
           {"unknown_source_drops", unknown_source_drops_.load()},
           {"malformed", malformed_.load()}};

@@ -36,6 +36,7 @@ struct Options {
   std::string runtime_dir = ibemu::default_runtime_dir();
   std::string config;
   bool no_sm = false;
+  int sm_priority = 0;
   double timeout = 20;
   bool json = false;
   std::vector<std::string> command;
@@ -79,6 +80,25 @@ bool linked_ports_active(const Json& status) {
   return true;
 }
 
+// With links to other hosts, the SM starts once every peer answered (or a
+// peer's silence would count as down): started alone, it would find no
+// other SM, become master of this host only, and hand out LIDs that the
+// rest of the subnet may already use.
+void wait_for_peers(const std::string& runtime_dir) {
+  Json reply;
+  if (!query(runtime_dir, {{"op", "status"}}, &reply) || reply["fabric"].is_null()) return;
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(reply["fabric"].value("dead_ms", 1000));
+  for (;;) {
+    bool all_up = true;
+    for (const Json& p : reply["fabric"]["peers"]) all_up &= p.value("up", false);
+    if (all_up && !reply["fabric"]["peers"].empty()) return;
+    if (Clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!query(runtime_dir, {{"op", "status"}}, &reply)) return;
+  }
+}
+
 int cmd_up(const Options& o) {
   ibemu::RuntimePaths paths{o.runtime_dir};
   std::filesystem::create_directories(o.runtime_dir);
@@ -106,8 +126,10 @@ int cmd_up(const Options& o) {
   }
   if (o.no_sm) return 0;
   if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
-    pid_t pid =
-        spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir}, paths.sm_log());
+    wait_for_peers(o.runtime_dir);
+    pid_t pid = spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir, "--priority",
+                                  std::to_string(o.sm_priority)},
+                                 paths.sm_log());
     std::cout << "ibemu-sm started (pid " << pid << ")\n";
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
@@ -308,6 +330,11 @@ int main(int argc, char** argv) {
   auto* up = app.add_subcommand("up", "start ibemud and ibemu-sm, wait until ports are ACTIVE");
   up->add_option("-c,--config", o.config, "daemon config file (JSON)");
   up->add_flag("--no-sm", o.no_sm, "do not start the subnet manager (ports stay INIT)");
+  up->add_option("--sm-priority", o.sm_priority,
+                 "the subnet manager's priority (0-15): of several hosts' SMs, the highest "
+                 "becomes master, the others stand by")
+      ->check(CLI::Range(0, 15))
+      ->capture_default_str();
   up->add_option("--timeout", o.timeout, "seconds to wait");
   app.add_subcommand("down", "stop ibemu-sm and ibemud");
   auto* status = app.add_subcommand("status", "devices, ports, LIDs, processes, QPs");

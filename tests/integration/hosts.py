@@ -158,12 +158,12 @@ class Lab:
         deadline = time.time() + timeout
         while True:
             ports = [(h, p) for h in hosts for p in h.ports()]
-            if all(p["state"] == "ACTIVE" for _, p in ports):
-                lids = [p["lid"] for _, p in ports]
-                assert len(set(lids)) == len(lids), lids
+            lids = [p["lid"] for _, p in ports]
+            if all(p["state"] == "ACTIVE" for _, p in ports) and len(set(lids)) == len(lids):
                 return ports
             if time.time() > deadline:
-                pytest.fail("ports not all ACTIVE: " + str([(h.ns, p["state"]) for h, p in ports])
+                pytest.fail("ports not all ACTIVE with distinct LIDs: "
+                            + str([(h.ns, p["state"], p["lid"]) for h, p in ports])
                             + "".join(h.logs() for h in hosts))
             time.sleep(0.1)
 
