@@ -49,6 +49,14 @@ void read_opt(const nlohmann::json& obj, const char* key, T* out) {
   if (obj.contains(key)) *out = obj.at(key).get<T>();
 }
 
+/// A misspelt key would silently keep its default: refuse it.
+void reject_unknown_keys(const nlohmann::json& obj, std::initializer_list<const char*> known,
+                         const char* what) {
+  for (auto& [key, _] : obj.items())
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
+      throw std::runtime_error(std::string("unknown ") + what + " key: " + key);
+}
+
 FabricConfig parse_fabric(const nlohmann::json& f) {
   if (!f.is_object()) throw std::runtime_error("fabric must be a JSON object");
   static const char* keys[] = {"bind",      "port",     "peers",   "seed",
@@ -125,13 +133,10 @@ Config Config::parse(const std::string& json_text) {
     throw std::runtime_error(std::string("config is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
-  static const char* known[] = {"devices", "max_mtu",   "default_pkey", "subnet_prefix",
-                                "host_id", "log_level", "fabric",       "faults"};
-  for (auto& [key, _] : j.items()) {
-    bool ok = false;
-    for (auto* k : known) ok |= key == k;
-    if (!ok) throw std::runtime_error("unknown config key: " + key);
-  }
+  reject_unknown_keys(j,
+                      {"devices", "max_mtu", "default_pkey", "subnet_prefix", "host_id",
+                       "log_level", "fabric", "faults"},
+                      "config");
   try {
     read_opt(j, "max_mtu", &cfg.max_mtu);
     read_opt(j, "default_pkey", &cfg.default_pkey);
@@ -142,16 +147,12 @@ Config Config::parse(const std::string& json_text) {
     if (j.contains("faults")) cfg.faults = parse_faults(j["faults"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
-      static const char* device_keys[] = {
-          "name",   "ports",    "vendor_id", "vendor_part_id", "hw_ver",
-          "fw_ver", "board_id", "node_desc", "node_guid",      "sys_image_guid"};
       for (auto& d : j["devices"]) {
         if (!d.is_object()) throw std::runtime_error("each device must be a JSON object");
-        for (auto& [key, _] : d.items()) {
-          bool ok = false;
-          for (auto* k : device_keys) ok |= key == k;
-          if (!ok) throw std::runtime_error("unknown device config key: " + key);
-        }
+        reject_unknown_keys(d,
+                            {"name", "ports", "vendor_id", "vendor_part_id", "hw_ver", "fw_ver",
+                             "board_id", "node_desc", "node_guid", "sys_image_guid"},
+                            "device config");
         DeviceConfig dev;
         read_opt(d, "name", &dev.name);
         read_opt(d, "ports", &dev.ports);

@@ -293,22 +293,21 @@ void Subnet::forward_response(const Outcome& to, uint16_t slid, uint16_t dlid,
 void Subnet::receive_smp(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad, size_t len) {
   // A link that is down carries nothing; MADs are 256 bytes.
   if (!uplink_up(uplink) || !mad || len != mad::kMadSize) return;
+  auto smp = mad::Smp::from_bytes(mad, mad::kMadSize);
+  if (!smp) return;
   const auto before = snapshot();
   const uint64_t lfts = model_->lft_generation;
-  if (mad[1] == uint8_t(mad::MgmtClass::kSubnDirected))
-    receive_directed(uplink, slid, dlid, mad);
+  if (smp->is_directed())
+    receive_directed(uplink_port(uplink), *smp, slid, dlid);
   else if (mad[1] == uint8_t(mad::MgmtClass::kSubnLid))
-    receive_lid_routed(uplink, slid, dlid, mad);
+    receive_lid_routed(uplink_port(uplink), *smp, slid, dlid);
   notify(before);
   if (model_->lft_generation != lfts && lft_changed_) lft_changed_();
 }
 
-void Subnet::receive_directed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad) {
+void Subnet::receive_directed(int switch_port, mad::Smp& smp, uint16_t slid, uint16_t dlid) {
   SubnetModel& m = *model_;
-  const Hop at{m.switch_node, uplink_port(uplink)};
-  auto parsed = mad::Smp::from_bytes(mad, mad::kMadSize);
-  if (!parsed) return;
-  mad::Smp smp = *parsed;
+  const Hop at{m.switch_node, switch_port};
   if (smp.direction()) {
     forward_response(subnet_detail::dr_return_arrived(m, at, smp), slid, dlid, smp.bytes);
     return;
@@ -324,13 +323,10 @@ void Subnet::receive_directed(int uplink, uint16_t slid, uint16_t dlid, const ui
   }
 }
 
-void Subnet::receive_lid_routed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad) {
+void Subnet::receive_lid_routed(int switch_port, mad::Smp& smp, uint16_t slid, uint16_t dlid) {
   SubnetModel& m = *model_;
-  const Hop at{m.switch_node, uplink_port(uplink)};
-  auto parsed = mad::Smp::from_bytes(mad, mad::kMadSize);
-  if (!parsed) return;
-  mad::Smp smp = *parsed;
-  const bool response = mad[3] & 0x80;  // IBA 13.4.5: the R bit of Method
+  const Hop at{m.switch_node, switch_port};
+  const bool response = smp.bytes[3] & 0x80;  // IBA 13.4.5: the R bit of Method
   if (response) {
     forward_response(subnet_detail::lid_route_arrived(m, at, dlid), slid, dlid, smp.bytes);
     return;

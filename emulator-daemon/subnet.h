@@ -34,6 +34,9 @@ namespace ibemu {
 namespace subnet_detail {
 struct SubnetModel;
 }
+namespace mad {
+struct Smp;
+}
 
 /// A CA port of this host: device index into Config::devices, 1-based port.
 struct PortRef {
@@ -166,8 +169,9 @@ class Subnet {
   template <typename Outcome>
   void forward_response(const Outcome& to, uint16_t slid, uint16_t dlid,
                         const std::array<uint8_t, 256>& resp);
-  void receive_directed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad);
-  void receive_lid_routed(int uplink, uint16_t slid, uint16_t dlid, const uint8_t* mad);
+  /// An SMP that came in by switch port `switch_port` from another host.
+  void receive_directed(int switch_port, mad::Smp& smp, uint16_t slid, uint16_t dlid);
+  void receive_lid_routed(int switch_port, mad::Smp& smp, uint16_t slid, uint16_t dlid);
 
   Config cfg_;
   std::unique_ptr<subnet_detail::SubnetModel> model_;

@@ -75,6 +75,10 @@ class Fabric:
         return subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 
+    def listening(self, proc, port):
+        """Whether the server `proc` listens on TCP `port` yet."""
+        return tcp_listening(port)
+
     def sm_pid(self):
         """The pid of the subnet manager attached to the daemon, or 0."""
         sm = self.status().get("sm")
@@ -125,18 +129,20 @@ def run_verbs_cases(fabric, name, passed, timeout=180):
     assert re.search(rf"\b{passed} passed\b", r.stdout), r.stdout
 
 
-def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):
-    """Starts a server, waits until it listens on `port`, runs the client;
-    returns (server_result, client_result) as (returncode, output)."""
+def run_pair(fabric, server_cmd, client_cmd, port, timeout=120, client_fabric=None):
+    """Starts a server, waits until it listens on `port`, runs the client
+    (on `client_fabric`, another host, if given); returns (server_result,
+    client_result) as (returncode, output)."""
+    client_fabric = client_fabric or fabric
     server = fabric.spawn(server_cmd)
     deadline = time.time() + 20
-    while not tcp_listening(port):
+    while not fabric.listening(server, port):
         if server.poll() is not None or time.time() > deadline:
             out = server.communicate()[0] if server.poll() is not None else ""
             server.kill()
             pytest.fail(f"server did not listen on {port}: {out}\n{fabric.logs()}")
         time.sleep(0.02)
-    client = fabric.spawn(client_cmd)
+    client = client_fabric.spawn(client_cmd)
     try:
         client_out = client.communicate(timeout=timeout)[0]
         server_out = server.communicate(timeout=timeout)[0]
@@ -144,8 +150,9 @@ def run_pair(fabric, server_cmd, client_cmd, port, timeout=120):
         stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
         server.kill()
         client.kill()
+        logs = fabric.logs() + (client_fabric.logs() if client_fabric is not fabric else "")
         pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
-                    f"{client.communicate()[0]}\n{stacks}\n{fabric.logs()}")
+                    f"{client.communicate()[0]}\n{stacks}\n{logs}")
     return (server.returncode, server_out), (client.returncode, client_out)
 
 

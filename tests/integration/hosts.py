@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, Fabric, stack_dump
+from conftest import Fabric, run_pair
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
@@ -71,6 +71,9 @@ class Host(Fabric):
     def ports(self):
         return [p for d in self.status()["devices"] for p in d["port_info"]]
 
+    def listening(self, proc, port):
+        return tcp_listening_in(proc.pid, port)
+
 
 def tcp_listening_in(pid, port):
     """True when the process `pid` (in its namespace) listens on TCP `port`."""
@@ -90,29 +93,12 @@ def tcp_listening_in(pid, port):
 def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=120):
     """A server program on one host, then its client on another; both must
     exit 0. Returns (server_output, client_output)."""
-    server = server_host.spawn(server_cmd)
-    deadline = time.time() + 20
-    while not tcp_listening_in(server.pid, port):
-        if server.poll() is not None or time.time() > deadline:
-            out = server.communicate()[0] if server.poll() is not None else ""
-            server.kill()
-            pytest.fail(f"server did not listen on {port}: {out}\n{server_host.logs()}")
-        time.sleep(0.02)
-    client = client_host.spawn(client_cmd)
-    try:
-        client_out = client.communicate(timeout=timeout)[0]
-        server_out = server.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
-        server.kill()
-        client.kill()
-        pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
-                    f"{client.communicate()[0]}\n{stacks}\n{server_host.logs()}"
-                    f"{client_host.logs()}")
-    for name, proc in (("server", server), ("client", client)):
-        assert proc.returncode == 0, (f"{server_cmd[0]} {name} failed ({proc.returncode}):\n"
-                                      f"server: {server_out}\nclient: {client_out}\n"
-                                      f"{server_host.logs()}{client_host.logs()}")
+    (src, server_out), (crc, client_out) = run_pair(server_host, server_cmd, client_cmd, port,
+                                                    timeout, client_fabric=client_host)
+    for name, rc in (("server", src), ("client", crc)):
+        assert rc == 0, (f"{server_cmd[0]} {name} failed ({rc}):\n"
+                         f"server: {server_out}\nclient: {client_out}\n"
+                         f"{server_host.logs()}{client_host.logs()}")
     return server_out, client_out
 
 
