@@ -21,13 +21,14 @@ def free_tcp_port():
         return s.getsockname()[1]
 
 
-def tcp_listening(port):
+def tcp_listening(port, proc="/proc/self"):
     """True when some process listens on TCP `port` (without connecting to it:
-    the pingpong servers accept exactly one connection)."""
+    the pingpong servers accept exactly one connection), in the network
+    namespace of the process whose /proc directory is `proc`."""
     want = f":{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in ("tcp", "tcp6"):
         try:
-            with open(table) as f:
+            with open(f"{proc}/net/{table}") as f:
                 for line in f.readlines()[1:]:
                     fields = line.split()
                     if fields[1].endswith(want) and fields[3] == "0A":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fabric, run_pair
+from conftest import Fabric, run_pair, tcp_listening
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
@@ -77,17 +77,7 @@ class Host(Fabric):
 
 def tcp_listening_in(pid, port):
     """True when the process `pid` (in its namespace) listens on TCP `port`."""
-    want = f":{port:04X}"
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}") as f:
-                for line in f.readlines()[1:]:
-                    fields = line.split()
-                    if fields[1].endswith(want) and fields[3] == "0A":
-                        return True
-        except FileNotFoundError:
-            pass
-    return False
+    return tcp_listening(port, f"/proc/{pid}")
 
 
 def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=120):
