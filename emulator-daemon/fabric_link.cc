@@ -166,10 +166,18 @@ void FabricLink::send_management(int uplink, const std::vector<uint8_t>& packet)
   Peer& p = peers_[size_t(uplink)];
   fabric::PacketBatch batch(packet.size() + fabric::kHeaderSize + fabric::kEntryHeader);
   if (!batch.add(packet.data(), packet.size())) return;
-  sendto(fd_, batch.data(), batch.size(), 0, reinterpret_cast<const sockaddr*>(&p.addr),
-         sizeof p.addr);
+  if (!send_to(p, batch.data(), batch.size())) return;
   ++p.tx_packets;
   ++p.tx_datagrams;
+}
+
+bool FabricLink::send_to(Peer& p, const uint8_t* data, size_t len) {
+  // A full socket buffer or an unreachable neighbour loses the datagram, as
+  // a congested or broken network would; it is counted.
+  if (sendto(fd_, data, len, 0, reinterpret_cast<const sockaddr*>(&p.addr), sizeof p.addr) >= 0)
+    return true;
+  ++p.send_errors;
+  return false;
 }
 
 // --- liveness, on the daemon's thread ---
@@ -189,8 +197,7 @@ void FabricLink::hello_tick() {
   for (int i = 0; i < peer_count(); ++i) {
     Peer& p = peers_[size_t(i)];
     if (p.self) continue;
-    sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&p.addr),
-           sizeof p.addr);
+    send_to(p, datagram.data(), datagram.size());
     if (p.up && now - p.last_heard_ns.load() > int64_t(cfg_.dead_ms) * 1000000) set_up(i, false);
   }
   hello_timer_.expires_after(std::chrono::milliseconds(cfg_.hello_ms));
@@ -260,10 +267,10 @@ void FabricLink::send_loop() {
     fabric::PacketBatch& b = batches[size_t(u)];
     if (b.empty()) return;
     Peer& p = peers_[size_t(u)];
-    // A full socket buffer drops the datagram, as a congested network would.
-    sendto(fd_, b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&p.addr), sizeof p.addr);
-    p.tx_packets += b.count();
-    ++p.tx_datagrams;
+    if (send_to(p, b.data(), b.size())) {
+      p.tx_packets += b.count();
+      ++p.tx_datagrams;
+    }
     b.clear();
   };
   auto add = [&](int u, const uint8_t* pkt, size_t len) {
@@ -401,6 +408,7 @@ nlohmann::json FabricLink::describe() const {
                      {"tx_packets", p.tx_packets.load()},
                      {"tx_datagrams", p.tx_datagrams.load()},
                      {"tx_drops", p.tx_drops.load()},
+                     {"send_errors", p.send_errors.load()},
                      {"rx_packets", p.rx_packets.load()},
                      {"rx_datagrams", p.rx_datagrams.load()}});
   }

@@ -77,10 +77,12 @@ class FabricLink {
     std::atomic<bool> up{false};
     std::atomic<int64_t> last_heard_ns{0};
     std::atomic<uint64_t> tx_packets{0}, tx_datagrams{0}, rx_packets{0}, rx_datagrams{0};
-    std::atomic<uint64_t> tx_drops{0};  // no route up: the link is down
+    std::atomic<uint64_t> tx_drops{0};     // no route up: the link is down
+    std::atomic<uint64_t> send_errors{0};  // sendto failed (buffer full, unreachable)
   };
 
   int add_peer(const sockaddr_in& addr);  // its uplink, or -1 (table full)
+  bool send_to(Peer& p, const uint8_t* data, size_t len);
   int peer_of(const sockaddr_in& addr) const;
   int peer_count() const { return peer_count_.load(std::memory_order_acquire); }
   void hello_tick();

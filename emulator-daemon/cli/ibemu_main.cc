@@ -209,12 +209,12 @@ void print_fabric(const Json& f) {
   for (const Json& p : f["peers"])
     std::cout << fmt::format(
         "  peer {:<21} {:<4} switch port {:<3} switch {}  out {} packets in {} datagrams"
-        " (dropped {})  in {} packets in {} datagrams\n",
+        " (dropped {}, send errors {})  in {} packets in {} datagrams\n",
         p["address"].get<std::string>(), p["up"].get<bool>() ? "up" : "down",
         p["switch_port"].get<int>(), p["switch_guid"].get<std::string>(),
         p["tx_packets"].get<uint64_t>(), p["tx_datagrams"].get<uint64_t>(),
-        p["tx_drops"].get<uint64_t>(), p["rx_packets"].get<uint64_t>(),
-        p["rx_datagrams"].get<uint64_t>());
+        p["tx_drops"].get<uint64_t>(), p.value("send_errors", uint64_t{0}),
+        p["rx_packets"].get<uint64_t>(), p["rx_datagrams"].get<uint64_t>());
 }
 
 // One line per SM attached to the daemon, with the IBA 14.4 state and the

@@ -74,6 +74,15 @@ class Host(Fabric):
     def listening(self, proc, port):
         return tcp_listening_in(proc.pid, port)
 
+    def logs(self):
+        """The logs, and what the links to the other hosts counted."""
+        text = super().logs()
+        try:
+            text += f"--- {self.ns} fabric: {json.dumps(self.status()['fabric'])}\n"
+        except Exception as e:  # the daemon is gone: its logs say why
+            text += f"--- {self.ns} fabric: no status ({e})\n"
+        return text
+
 
 def tcp_listening_in(pid, port):
     """True when the process `pid` (in its namespace) listens on TCP `port`."""
