@@ -29,12 +29,27 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
   close(fds[0]);
   if (p == MAP_FAILED) return errno;
   page_ = static_cast<const StatePage*>(p);
+  for (uint32_t d = 0; d < page_->num_devices && d < uint32_t(kMaxDevices); ++d) {
+    CounterPage counters;
+    if (int err = counters.create()) return err;
+    int fd = dup(counters.fd());
+    const bool ok = client_.request({{"op", "open_context"}, {"device", d}}, &reply, {fd}) == 0 &&
+                    reply.value("ok", false);
+    close(fd);
+    if (!ok) return EIO;
+    drops_.push_back(std::move(counters));
+  }
   // The device index only names the sender in captures and fault counters;
   // a packet from another host has no sending port here.
   link_ = std::make_unique<provider::ShmLink>(&client_, 0);
   link_->attach_capture(
       std::make_unique<provider::CaptureMirror>(page_, 0, runtime_dir + "/" + kCaptureSocketName));
-  link_->attach_faults(std::make_unique<provider::LinkFaults>(page_, 0, nullptr, nullptr));
+  auto faults = std::make_unique<provider::LinkFaults>(page_, 0, nullptr, nullptr);
+  faults->count_drops_of_other_hosts([this](int device, int port) {
+    if (device >= 0 && size_t(device) < drops_.size())
+      drops_[size_t(device)].get()->at(unsigned(port)).fault_drops++;
+  });
+  link_->attach_faults(std::move(faults));
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/control_channel.h"
+#include "common/counter_page.h"
 #include "common/state_page.h"
 #include "provider/core/shm_link.h"
 
@@ -40,6 +41,9 @@ class FabricDelivery {
   ControlClient client_;
   std::atomic<int> fd_{-1};
   const StatePage* page_ = nullptr;
+  /// Per device: what the receiving links' faults dropped of packets from
+  /// other hosts, counted into the device's port counters like a context's.
+  std::vector<CounterPage> drops_;
   std::unique_ptr<provider::ShmLink> link_;
 };
 

@@ -79,7 +79,10 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
     }
   }
   if (drop) {
-    if (counters_ && out.device >= 0) counters_->at(unsigned(out.port)).fault_drops++;
+    if (counters_ && out.device >= 0)
+      counters_->at(unsigned(out.port)).fault_drops++;
+    else if (count_remote_drop_ && out.device < 0 && in.device >= 0)
+      count_remote_drop_(in.device, in.port);
     return true;
   }
   // Packets held behind this one go right after it.

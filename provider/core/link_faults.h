@@ -39,6 +39,10 @@ class LinkFaults {
   /// Sends the held packets whose time has come; the time the next one is
   /// due (0: none held).
   int64_t release_due(int64_t now_ns, const Send& send) noexcept;
+  /// Where a packet that no port of this host sent (it came from another
+  /// host) and that the receiving link dropped is counted: at that port.
+  using CountDrop = std::function<void(int device, int port)>;
+  void count_drops_of_other_hosts(CountDrop count) { count_remote_drop_ = std::move(count); }
 
  private:
   struct Link {
@@ -60,6 +64,7 @@ class LinkFaults {
   const int device_;
   engine::EngineCounters* counters_;
   std::function<void()> wake_;
+  CountDrop count_remote_drop_;
   std::mutex mutex_;
   uint64_t sequence_[kMaxDevices][kMaxPorts] = {};
   int64_t busy_until_[kMaxPorts] = {};  // the sending link paces up to here

@@ -193,3 +193,27 @@ def test_a_gigabyte_over_a_lossy_link_between_hosts_arrives_whole(lab, tmp_path)
     psns = tshark(pcap, "infiniband.bth.opcode", "infiniband.bth.psn")
     writes = [r[1] for r in psns if r[0] in ("6", "7", "8", "10")]  # RDMA WRITE *
     assert len(writes) > len(set(writes)), "no PSN was sent twice"
+
+
+def test_ud_from_another_host_loses_what_the_link_loses_and_counts_it(lab):
+    """Faults of the receiving port's link act on datagrams from another
+    host in the receiving daemon, which counts the drops at that port."""
+    a, b = lab.hosts[0], lab.hosts[1]
+
+    def counters():
+        dev = next(d for d in a.status()["devices"] if d["name"] == "ibemu1")
+        return dev["port_info"][1]["counters"]  # ibemu1 port 2
+
+    before = counters()
+    a.ibemu("fault", "set", "-i", "ibemu1:2", "--drop", "10", "--seed", "3")
+    try:
+        port = free_tcp_port()
+        base = ["ib_send_bw", "-c", "UD", "-D", "2", "-p", str(port), "-i", "2"]
+        run_across(a, base + ["-d", "ibemu1"], b, base + ["-d", "ibemu0", a.address], port)
+    finally:
+        a.ibemu("fault", "clear", "-i", "ibemu1:2")
+    after = counters()
+    received = after["packets_in"] - before["packets_in"]
+    lost = after["drops"]["link_faults"] - before["drops"]["link_faults"]
+    assert after["packets_out"] == before["packets_out"], "the receiver sent nothing"
+    assert received > 1000 and 0.05 < lost / (lost + received) < 0.15, (lost, received)
