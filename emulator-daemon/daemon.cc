@@ -585,6 +585,13 @@ std::optional<std::vector<PortRef>> Daemon::selected_ports(const Json& req) cons
 // providers apply it, reading the state page), and cables pulled and
 // plugged back.
 Json Daemon::do_fault(const std::string& op, const Json& req) {
+  if (op == "link" && req.contains("peer")) {
+    // An inter-host cable: the link to another host's switch.
+    const std::string peer = req["peer"].get<std::string>();
+    if (!fabric_ || fabric_->set_cable(peer, req.at("up").get<bool>()) < 0)
+      return error_reply(ENODEV, "no such peer host: " + peer);
+    return ok_reply();
+  }
   const auto ports = selected_ports(req);
   if (!ports) return error_reply(ENODEV, "no such device or port");
   if (op == "link") {

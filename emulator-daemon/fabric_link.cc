@@ -180,6 +180,20 @@ bool FabricLink::send_to(Peer& p, const uint8_t* data, size_t len) {
   return false;
 }
 
+int FabricLink::set_cable(const std::string& address, bool plugged) {
+  for (int i = 0; i < peer_count(); ++i) {
+    Peer& p = peers_[size_t(i)];
+    if (p.self || (p.name != address && p.name.rfind(address + ":", 0) != 0)) continue;
+    p.pulled = !plugged;
+    // Pulled: down at once here; the peer notices our silence. Plugged:
+    // up again with the peer's next hello.
+    if (!plugged) set_up(i, false);
+    log_info("fabric: cable to {} {}", p.name, plugged ? "plugged in" : "pulled");
+    return i;
+  }
+  return -1;
+}
+
 // --- liveness, on the daemon's thread ---
 
 void FabricLink::hello_tick() {
@@ -196,7 +210,7 @@ void FabricLink::hello_tick() {
   const int64_t now = engine::now_ns();
   for (int i = 0; i < peer_count(); ++i) {
     Peer& p = peers_[size_t(i)];
-    if (p.self) continue;
+    if (p.self || p.pulled) continue;
     send_to(p, datagram.data(), datagram.size());
     if (p.up && now - p.last_heard_ns.load() > int64_t(cfg_.dead_ms) * 1000000) set_up(i, false);
   }
@@ -240,7 +254,7 @@ void FabricLink::on_hello(const sockaddr_in& from, const std::string& text) {
     }
   }
   Peer& p = peers_[size_t(uplink)];
-  if (p.self) return;
+  if (p.self || p.pulled) return;
   p.guid = guid;
   p.last_heard_ns = engine::now_ns();
   set_up(uplink, true);
@@ -369,7 +383,7 @@ void FabricLink::receive_loop() {
       Peer& p = peers_[size_t(u)];
       p.last_heard_ns.store(engine::now_ns(), std::memory_order_relaxed);
       ++p.rx_datagrams;
-      if (!p.up) continue;  // a link that is down carries nothing
+      if (!p.up || p.pulled) continue;  // a link that is down carries nothing
       bool malformed = false;
       p.rx_packets += fabric::for_each_packet(
           data, len,
@@ -404,6 +418,7 @@ nlohmann::json FabricLink::describe() const {
     peers.push_back({{"address", p.name},
                      {"uplink", i},
                      {"up", p.up.load()},
+                     {"cable", !p.pulled.load()},
                      {"switch_guid", fmt::format("{:#018x}", p.guid)},
                      {"tx_packets", p.tx_packets.load()},
                      {"tx_datagrams", p.tx_datagrams.load()},

@@ -67,13 +67,18 @@ class FabricLink {
   void set_routes(const std::vector<int8_t>& by_lid);
   /// The peers, their state and counters, for `ibemu status`.
   nlohmann::json describe() const;
+  /// Pulls or plugs the cable to the peer at `address` (IP, or IP:port):
+  /// pulled, the link carries nothing either way and hellos stop, so the
+  /// peer sees it go down too. Its uplink, or -1 for no such peer.
+  int set_cable(const std::string& address, bool plugged);
 
  private:
   struct Peer {
     sockaddr_in addr{};
-    std::string name;   // a.b.c.d:port
-    bool self = false;  // our own address (a seed that is this host)
-    uint64_t guid = 0;  // its switch's GUID, from its hellos
+    std::string name;                 // a.b.c.d:port
+    bool self = false;                // our own address (a seed that is this host)
+    std::atomic<bool> pulled{false};  // `ibemu fault link host:ADDRESS down`
+    uint64_t guid = 0;                // its switch's GUID, from its hellos
     std::atomic<bool> up{false};
     std::atomic<int64_t> last_heard_ns{0};
     std::atomic<uint64_t> tx_packets{0}, tx_datagrams{0}, rx_packets{0}, rx_datagrams{0};

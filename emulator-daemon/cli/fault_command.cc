@@ -14,7 +14,9 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
                    : o.action == "nak"   ? "fault_nak"
                                          : "link";
   Json req = {{"op", op}};
-  if (!o.interface.empty()) {
+  if (o.action == "link" && o.interface.rfind("host:", 0) == 0) {
+    req["peer"] = o.interface.substr(5);  // the cable to another host
+  } else if (!o.interface.empty()) {
     const auto colon = o.interface.find(':');
     req["device"] = o.interface.substr(0, colon);
     if (colon != std::string::npos) req["port"] = std::stoi(o.interface.substr(colon + 1));

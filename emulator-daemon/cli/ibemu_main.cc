@@ -208,9 +208,12 @@ void print_fabric(const Json& f) {
       f["unknown_source_drops"].get<uint64_t>(), f["malformed"].get<uint64_t>());
   for (const Json& p : f["peers"])
     std::cout << fmt::format(
-        "  peer {:<21} {:<4} switch port {:<3} switch {}  out {} packets in {} datagrams"
+        "  peer {:<21} {:<6} switch port {:<3} switch {}  out {} packets in {} datagrams"
         " (dropped {}, send errors {})  in {} packets in {} datagrams\n",
-        p["address"].get<std::string>(), p["up"].get<bool>() ? "up" : "down",
+        p["address"].get<std::string>(),
+        !p.value("cable", true) ? "pulled"
+        : p["up"].get<bool>()   ? "up"
+                                : "down",
         p["switch_port"].get<int>(), p["switch_guid"].get<std::string>(),
         p["tx_packets"].get<uint64_t>(), p["tx_datagrams"].get<uint64_t>(),
         p["tx_drops"].get<uint64_t>(), p.value("send_errors", uint64_t{0}),
@@ -361,7 +364,10 @@ int main(int argc, char** argv) {
   fault_clear->add_option("-i,--interface", fault.interface,
                           "DEVICE or DEVICE:PORT (default: all)");
   auto* fault_link = fault_cmd->add_subcommand("link", "pull a port's cable or plug it back");
-  fault_link->add_option("interface", fault.interface, "DEVICE:PORT")->required();
+  fault_link
+      ->add_option("interface", fault.interface,
+                   "DEVICE:PORT, or host:ADDRESS for the cable to another host")
+      ->required();
   fault_link->add_option("state", fault.link_state, "down or up")
       ->required()
       ->check(CLI::IsMember({"down", "up"}));

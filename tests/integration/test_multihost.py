@@ -219,3 +219,44 @@ def test_ud_from_another_host_loses_what_the_link_loses_and_counts_it(lab):
     lost = after["drops"]["link_faults"] - before["drops"]["link_faults"]
     assert after["packets_out"] == before["packets_out"], "the receiver sent nothing"
     assert received > 1000 and 0.05 < lost / (lost + received) < 0.15, (lost, received)
+
+
+def test_a_pulled_cable_between_hosts_is_routed_around(lab):
+    """Pulling the cable between two hosts' switches takes the link down at
+    both ends; the SM re-sweeps and routes their traffic through the third
+    host's switch, and back over the direct link once it is plugged in."""
+    a, b, c = lab.hosts
+    lid_b = lid_of(b)
+
+    def egress_toward_b():
+        return a.status()["subnet"]["switch"]["lft"].get(str(lid_b))
+
+    def port_to(host):  # a's switch port cabled to `host`
+        return next(p["switch_port"] for p in a.status()["fabric"]["peers"]
+                    if p["address"].startswith(host.address + ":"))
+
+    def sees_up(host, other):
+        return any(p["up"] for p in host.status()["fabric"]["peers"]
+                   if p["address"].startswith(other.address + ":"))
+
+    def pingpong():
+        port = free_tcp_port()
+        base = ["ibv_rc_pingpong", "-p", str(port), "-n", "20"]
+        run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu0", a.address], port)
+
+    deadline = time.time() + 30
+    a.ibemu("fault", "link", f"host:{b.address}", "down")
+    try:
+        while sees_up(b, a) or egress_toward_b() != port_to(c):
+            assert time.time() < deadline, a.logs() + b.logs()
+            time.sleep(0.1)
+        pingpong()  # a -> c -> b and back
+    finally:
+        a.ibemu("fault", "link", f"host:{b.address}", "up")
+    deadline = time.time() + 30
+    while not sees_up(b, a) or egress_toward_b() != port_to(b):
+        assert time.time() < deadline, a.logs() + b.logs()
+        time.sleep(0.1)
+    pingpong()
+    r = a.ibemu("fault", "link", "host:10.231.0.77", "down", check=False)
+    assert r.returncode != 0 and "no such peer" in r.stderr, r.stderr
