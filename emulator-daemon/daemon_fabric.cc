@@ -51,13 +51,16 @@ void Daemon::await_remote_smp(SessionId session, PortRef port, const std::vector
   PendingSmp pending{session, port, mad::load_be64(mad.data() + 8),
                      std::make_shared<boost::asio::steady_timer>(io_)};
   pending.timer->expires_after(kRemoteSmpTimeout);
-  pending.timer->async_wait(
-      [this, session, tid = pending.tid](const boost::system::error_code& ec) {
-        if (ec) return;
-        std::erase_if(pending_smps_,
-                      [&](const PendingSmp& p) { return p.session == session && p.tid == tid; });
-        server_.reply_later(session, error_reply(ETIMEDOUT, "SMP dropped"));
-      });
+  pending.timer->async_wait([this, session,
+                             tid = pending.tid](const boost::system::error_code& ec) {
+    // The response may have come while this wait's end was already
+    // queued (cancel() then does not stop it): the request was answered,
+    // and a second reply would answer the session's next request.
+    const size_t waiting = std::erase_if(
+        pending_smps_, [&](const PendingSmp& p) { return p.session == session && p.tid == tid; });
+    if (ec || !waiting) return;
+    server_.reply_later(session, error_reply(ETIMEDOUT, "SMP dropped"));
+  });
   pending_smps_.push_back(std::move(pending));
 }
 

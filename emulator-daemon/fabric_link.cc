@@ -125,7 +125,11 @@ void FabricLink::stop() {
   stopping_ = true;
   hello_timer_.cancel();
   ring_.wake();
-  if (stop_receiver_) stop_receiver_();
+  {
+    // A request of the receive thread in flight ends now.
+    std::lock_guard lock(delivery_mutex_);
+    if (delivery_) delivery_->shut_down();
+  }
   if (sender_.joinable()) sender_.join();
   if (receiver_.joinable()) receiver_.join();
   if (fd_ >= 0) ::close(fd_);
@@ -328,15 +332,22 @@ void FabricLink::send_loop() {
 }
 
 void FabricLink::receive_loop() {
-  FabricDelivery delivery;
-  stop_receiver_ = [&delivery] { delivery.shut_down(); };
+  // Connects once the daemon's control socket serves; a failed attempt
+  // starts over with a fresh session.
+  auto connect = [this] {
+    auto fresh = std::make_unique<FabricDelivery>();
+    const bool ok = fresh->connect(runtime_dir_) == 0;
+    std::lock_guard lock(delivery_mutex_);
+    delivery_ = std::move(fresh);
+    return ok;
+  };
   std::vector<uint8_t> buffers(size_t(kReceiveBatch) * kMaxDatagram);
   mmsghdr msgs[kReceiveBatch];
   iovec iovs[kReceiveBatch];
   sockaddr_in from[kReceiveBatch];
   int64_t next_due = 0;
   while (!stopping_) {
-    if (!delivery.connected() && delivery.connect(runtime_dir_) != 0) {
+    if ((!delivery_ || !delivery_->connected()) && !connect()) {
       // The daemon's socket is not serving yet, or it stops.
       usleep(10000);
       continue;
@@ -359,7 +370,7 @@ void FabricLink::receive_loop() {
       }
       pollfd pfd{fd_, POLLIN, 0};
       poll(&pfd, 1, timeout_ms);
-      next_due = delivery.release_held(engine::now_ns());
+      next_due = delivery_->release_held(engine::now_ns());
       continue;
     }
     for (int i = 0; i < n; ++i) {
@@ -400,14 +411,13 @@ void FabricLink::receive_loop() {
               });
               return;
             }
-            delivery.deliver(v.lrh().dlid(), v.bth().dest_qp(), pkt, plen);
+            delivery_->deliver(v.lrh().dlid(), v.bth().dest_qp(), pkt, plen);
           },
           &malformed);
       if (malformed) ++malformed_;
     }
-    next_due = delivery.release_held(engine::now_ns());
+    next_due = delivery_->release_held(engine::now_ns());
   }
-  stop_receiver_ = nullptr;
 }
 
 nlohmann::json FabricLink::describe() const {

@@ -36,6 +36,8 @@
 
 namespace ibemu {
 
+class FabricDelivery;
+
 class FabricLink {
  public:
   struct Events {
@@ -117,7 +119,8 @@ class FabricLink {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
   std::thread sender_, receiver_;
-  std::function<void()> stop_receiver_;
+  std::mutex delivery_mutex_;  // the receive thread replaces it, stop() ends it
+  std::unique_ptr<FabricDelivery> delivery_;
   boost::asio::steady_timer hello_timer_;
 };
 
