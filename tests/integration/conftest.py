@@ -157,6 +157,28 @@ def run_pair(fabric, server_cmd, client_cmd, port, timeout=120, client_fabric=No
     return (server.returncode, server_out), (client.returncode, client_out)
 
 
+def rc_stream_until_cut(server_fabric, server_dev, client_fabric, client_dev, server_name,
+                        cut):
+    """tests/programs/rc_stream SENDs from the client to the server until
+    `cut()` (called once the stream runs) breaks the link between them;
+    returns the client's (returncode, output)."""
+    rc_stream = str(BUILD / "bin" / "rc_stream")
+    port = free_tcp_port()
+    server = server_fabric.spawn([rc_stream, "-d", server_dev, "-p", str(port), "-t", "10"])
+    deadline = time.time() + 20
+    while not server_fabric.listening(server, port):
+        assert time.time() < deadline and server.poll() is None
+        time.sleep(0.02)
+    client = client_fabric.spawn([rc_stream, "-d", client_dev, "-p", str(port), "-t", "10",
+                                  server_name])
+    time.sleep(0.5)
+    cut()
+    out = client.communicate(timeout=60)[0]
+    server.kill()
+    server.communicate()
+    return client.returncode, out
+
+
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory):
     runtime = tmp_path_factory.mktemp("ibemu")

@@ -72,7 +72,7 @@ class Host(Fabric):
         return [p for d in self.status()["devices"] for p in d["port_info"]]
 
     def listening(self, proc, port):
-        return tcp_listening_in(proc.pid, port)
+        return tcp_listening(port, f"/proc/{proc.pid}")
 
     def logs(self):
         """The logs, and what the links to the other hosts counted."""
@@ -82,11 +82,6 @@ class Host(Fabric):
         except Exception as e:  # the daemon is gone: its logs say why
             text += f"--- {self.ns} fabric: no status ({e})\n"
         return text
-
-
-def tcp_listening_in(pid, port):
-    """True when the process `pid` (in its namespace) listens on TCP `port`."""
-    return tcp_listening(port, f"/proc/{pid}")
 
 
 def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=120):

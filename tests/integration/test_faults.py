@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, Fabric, free_tcp_port, pingpong_pair, tcp_listening
+from conftest import BUILD, Fabric, pingpong_pair, rc_stream_until_cut
 
 RC_BULK = str(BUILD / "bin" / "rc_bulk")
-RC_STREAM = str(BUILD / "bin" / "rc_stream")
 UD_LOSSY = str(Path(__file__).parent / "verbs_cases" / "ud_lossy.py")
 
 
@@ -102,20 +101,10 @@ def test_delay_is_added_to_every_packet(lossy):
 
 
 def test_link_down_ends_a_transfer_and_up_brings_the_port_back(lossy):
-    port = free_tcp_port()
-    server = lossy.spawn([RC_STREAM, "-d", "ibemu0", "-p", str(port), "-t", "10"])
-    deadline = time.time() + 20
-    while not tcp_listening(port):
-        assert time.time() < deadline and server.poll() is None
-        time.sleep(0.02)
-    client = lossy.spawn([RC_STREAM, "-d", "ibemu1", "-p", str(port), "-t", "10", "localhost"])
-    time.sleep(0.5)
-    lossy.ibemu("fault", "link", "ibemu0:1", "down")
-    out = client.communicate(timeout=60)[0]
-    server.kill()
-    server.communicate()
+    rc, out = rc_stream_until_cut(lossy, "ibemu0", lossy, "ibemu1", "localhost",
+                                  lambda: lossy.ibemu("fault", "link", "ibemu0:1", "down"))
     # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
-    assert client.returncode == 1 and "transport retry counter exceeded" in out, out
+    assert rc == 1 and "transport retry counter exceeded" in out, out
     assert port_status(lossy, "ibemu0", 1)["state"] == "DOWN"
     lossy.ibemu("fault", "link", "ibemu0:1", "up")
     deadline = time.time() + 30

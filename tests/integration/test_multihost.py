@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, free_tcp_port
-from hosts import (Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across,
-                   tcp_listening_in)
+from conftest import BUILD, free_tcp_port, rc_stream_until_cut
+from hosts import Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across
 from test_capture import finish, start_capture, tshark
 
 pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
@@ -145,21 +144,10 @@ def test_capture_of_a_pingpong_between_hosts_is_dissected(lab, tmp_path):
 
 def test_link_down_between_hosts_ends_a_transfer_and_the_sm_brings_it_back(lab):
     a, b = lab.hosts[0], lab.hosts[1]
-    rc_stream = str(BUILD / "bin" / "rc_stream")
-    port = free_tcp_port()
-    server = a.spawn([rc_stream, "-d", "ibemu0", "-p", str(port), "-t", "10"])
-    deadline = time.time() + 20
-    while not tcp_listening_in(server.pid, port):
-        assert time.time() < deadline and server.poll() is None
-        time.sleep(0.02)
-    client = b.spawn([rc_stream, "-d", "ibemu0", "-p", str(port), "-t", "10", a.address])
-    time.sleep(0.5)
-    b.ibemu("fault", "link", "ibemu0:1", "down")
-    out = client.communicate(timeout=60)[0]
-    server.kill()
-    server.communicate()
+    rc, out = rc_stream_until_cut(a, "ibemu0", b, "ibemu0", a.address,
+                                  lambda: b.ibemu("fault", "link", "ibemu0:1", "down"))
     # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
-    assert client.returncode == 1 and "transport retry counter exceeded" in out, out
+    assert rc == 1 and "transport retry counter exceeded" in out, out
     b.ibemu("fault", "link", "ibemu0:1", "up")
     lab.wait_all_active()
     port = free_tcp_port()
