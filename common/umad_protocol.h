@@ -11,6 +11,13 @@
  *               struct ib_user_mad (header + MAD) per message, both ways;
  *   REGISTER,   one request about the agents of an open file, named by the
  *   UNREGISTER  token its OPEN reply gave; answered, then closed.
+ *   REGISTER_CM the open file becomes its port's endpoint for one process's
+ *               communication management (class 0x07): the daemon hands
+ *               it a block of communication IDs (reply.comm_id_base, the
+ *               low 16 bits free) and delivers it every CM MAD whose
+ *               receiver's communication ID lies in that block;
+ *   CM_LISTEN,  the CM endpoint named by token receives the REQs and
+ *   CM_UNLISTEN SIDR_REQs of the port for service_id (under service_mask).
  * Registrations go over their own connection so that their replies never
  * queue behind MADs arriving on the file.
  */
@@ -22,6 +29,9 @@
 #define IBEMU_UMAD_OPEN 1u
 #define IBEMU_UMAD_REGISTER 2u
 #define IBEMU_UMAD_UNREGISTER 3u
+#define IBEMU_UMAD_REGISTER_CM 4u
+#define IBEMU_UMAD_CM_LISTEN 5u
+#define IBEMU_UMAD_CM_UNLISTEN 6u
 
 struct ibemu_umad_request {
   uint32_t op;
@@ -34,12 +44,17 @@ struct ibemu_umad_request {
   uint8_t rmpp_version;
   uint8_t reserved;
   uint64_t method_mask[2];
+  /* CM_LISTEN, CM_UNLISTEN */
+  uint64_t service_id;
+  uint64_t service_mask;
 };
 
 struct ibemu_umad_reply {
   int32_t err; /* 0 or a positive errno */
   uint32_t agent_id;
-  uint64_t token; /* OPEN */
+  uint64_t token;        /* OPEN */
+  uint32_t comm_id_base; /* REGISTER_CM */
+  uint32_t reserved;
 };
 
 #endif /* IBEMU_UMAD_PROTOCOL_H */

@@ -1,0 +1,172 @@
+// Event channels: each is a pipe whose read end is the channel's fd (so a
+// program can poll or epoll it, and set O_NONBLOCK on it), one byte per
+// event, with the events themselves queued beside it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "provider/compat/rdmacm/cm_state.h"
+#include "provider/compat/rdmacm/exports.h"
+
+namespace ibemu::rdmacm {
+
+Channel* new_channel(bool internal) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  auto* ch = new Channel();
+  ch->pub.fd = fds[0];
+  ch->write_fd = fds[1];
+  ch->internal = internal;
+  return ch;
+}
+
+void delete_channel(Channel* ch) {
+  ::close(ch->pub.fd);
+  ::close(ch->write_fd);
+  for (Event* e : ch->queue) delete e;
+  delete ch;
+}
+
+Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
+  auto* e = new Event();
+  e->pub.id = &id->pub;
+  e->pub.event = type;
+  e->pub.status = status;
+  CmId* owner = id->listener && type == RDMA_CM_EVENT_CONNECT_REQUEST ? id->listener : id;
+  if (owner != id) e->pub.listen_id = &owner->pub;
+  owner->events_reported++;
+  owner->channel->queue.push_back(e);
+  char byte = 1;
+  (void)!::write(owner->channel->write_fd, &byte, 1);
+  return e;
+}
+
+/// Which id an event counts against until it is acknowledged.
+static CmId* event_owner(const Event* e) {
+  return from_pub(e->pub.listen_id && e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST
+                      ? e->pub.listen_id
+                      : e->pub.id);
+}
+
+void drop_queued_events(CmId* id) {
+  Channel* ch = id->channel;
+  auto gone = [&](Event* e) {
+    if (from_pub(e->pub.id) != id && event_owner(e) != id) return false;
+    event_owner(e)->events_acked++;
+    delete e;
+    return true;
+  };
+  ch->queue.erase(std::remove_if(ch->queue.begin(), ch->queue.end(), gone), ch->queue.end());
+}
+
+int wait_sync_event(CmId* id, rdma_cm_event_type expected) {
+  if (id->pub.event) {
+    rdma_ack_cm_event(id->pub.event);
+    id->pub.event = nullptr;
+  }
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(&id->channel->pub, &e) != 0) return -1;
+  id->pub.event = e;
+  if (e->status) {
+    if (e->event == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
+    return fail(e->status < 0 ? -e->status : e->status);
+  }
+  if (e->event != expected) return fail(EINVAL);
+  return 0;
+}
+
+}  // namespace ibemu::rdmacm
+
+using namespace ibemu::rdmacm;
+
+extern "C" {
+
+IBEMU_EXPORT rdma_event_channel* rdma_create_event_channel(void) {
+  Library* lib;
+  if (int err = Library::get(&lib)) {
+    errno = err;
+    return nullptr;
+  }
+  Channel* ch = new_channel(false);
+  return ch ? &ch->pub : nullptr;
+}
+
+IBEMU_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (channel) delete_channel(from_pub(channel));
+}
+
+IBEMU_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (!channel || !event) return fail(EINVAL);
+  Library* lib;
+  if (int err = Library::get(&lib)) return fail(err);
+  char byte;
+  for (;;) {
+    ssize_t n = ::read(channel->fd, &byte, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return -1;  // EAGAIN on a non-blocking channel
+  }
+  std::lock_guard<std::mutex> lock(lib->mu);
+  Channel* ch = from_pub(channel);
+  if (ch->queue.empty()) return fail(EAGAIN);  // its event was dropped with its id
+  Event* e = ch->queue.front();
+  ch->queue.pop_front();
+  if (e->pub.param.conn.private_data_len) e->pub.param.conn.private_data = e->private_data;
+  *event = &e->pub;
+  return 0;
+}
+
+IBEMU_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (!event) return fail(EINVAL);
+  Library* lib;
+  if (int err = Library::get(&lib)) return fail(err);
+  std::lock_guard<std::mutex> lock(lib->mu);
+  auto* e = reinterpret_cast<Event*>(event);
+  event_owner(e)->events_acked++;
+  delete e;
+  lib->cv.notify_all();
+  return 0;
+}
+
+IBEMU_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR:
+      return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE:
+      return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE:
+      return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED:
+      return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED:
+      return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN:
+      return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR:
+      return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+    default:
+      return "UNKNOWN EVENT";
+  }
+}
+
+}  // extern "C"
