@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace ibemu {
 
@@ -122,6 +124,51 @@ std::vector<FaultConfig> parse_faults(const nlohmann::json& list) {
   return out;
 }
 
+/// "a.b.c.d[/len]" (or an IPv6 address) normalized to "address/len", with
+/// `default_len` when none is given; throws on anything else.
+std::string normalize_address(const std::string& text, int family, int default_len,
+                              const std::string& where) {
+  const size_t slash = text.find('/');
+  const std::string host = text.substr(0, slash);
+  unsigned char buf[16];
+  const int max_len = family == AF_INET ? 32 : 128;
+  int len = default_len;
+  bool ok = inet_pton(family, host.c_str(), buf) == 1;
+  if (ok && slash != std::string::npos) {
+    const std::string digits = text.substr(slash + 1);
+    ok = !digits.empty() && digits.size() <= 3 &&
+         digits.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) len = std::stoi(digits);
+    ok = ok && len >= 1 && len <= max_len;
+  }
+  if (!ok)
+    throw std::runtime_error(where + ": '" + text + "' is not an " +
+                             (family == AF_INET ? "IPv4" : "IPv6") + " address[/prefix length]");
+  char out[INET6_ADDRSTRLEN];
+  inet_ntop(family, buf, out, sizeof out);
+  return std::string(out) + "/" + std::to_string(len);
+}
+
+/// Each device has one address per port (or none of a family), and no two
+/// ports share one.
+void check_port_addresses(Config& cfg) {
+  std::set<std::string> seen;
+  for (auto& d : cfg.devices) {
+    for (auto [list, family, default_len] :
+         {std::tuple{&d.ipv4, AF_INET, 16}, std::tuple{&d.ipv6, AF_INET6, 64}}) {
+      const char* key = family == AF_INET ? "ipv4" : "ipv6";
+      if (!list->empty() && int(list->size()) != d.ports)
+        throw std::runtime_error("device " + d.name + ": " + key + " needs one address per port (" +
+                                 std::to_string(d.ports) + ")");
+      for (auto& a : *list) {
+        a = normalize_address(a, family, default_len, "device " + d.name + " " + key);
+        if (!seen.insert(a.substr(0, a.find('/'))).second)
+          throw std::runtime_error("address " + a + " is given to two ports");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Config Config::parse(const std::string& json_text) {
@@ -149,10 +196,11 @@ Config Config::parse(const std::string& json_text) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
       for (auto& d : j["devices"]) {
         if (!d.is_object()) throw std::runtime_error("each device must be a JSON object");
-        reject_unknown_keys(d,
-                            {"name", "ports", "vendor_id", "vendor_part_id", "hw_ver", "fw_ver",
-                             "board_id", "node_desc", "node_guid", "sys_image_guid"},
-                            "device config");
+        reject_unknown_keys(
+            d,
+            {"name", "ports", "vendor_id", "vendor_part_id", "hw_ver", "fw_ver", "board_id",
+             "node_desc", "node_guid", "sys_image_guid", "ipv4", "ipv6"},
+            "device config");
         DeviceConfig dev;
         read_opt(d, "name", &dev.name);
         read_opt(d, "ports", &dev.ports);
@@ -164,6 +212,8 @@ Config Config::parse(const std::string& json_text) {
         read_opt(d, "node_desc", &dev.node_desc);
         if (d.contains("node_guid")) dev.node_guid = parse_guid(d["node_guid"]);
         if (d.contains("sys_image_guid")) dev.sys_image_guid = parse_guid(d["sys_image_guid"]);
+        read_opt(d, "ipv4", &dev.ipv4);
+        read_opt(d, "ipv6", &dev.ipv6);
         cfg.devices.push_back(dev);
       }
     }
@@ -179,6 +229,7 @@ Config Config::parse(const std::string& json_text) {
   if (std::find(std::begin(levels), std::end(levels), cfg.log_level) == std::end(levels))
     throw std::runtime_error("log_level must be debug, info, warn or error");
   cfg.finalize();
+  check_port_addresses(cfg);
   std::set<std::string> names;
   for (auto& d : cfg.devices) {
     // The provider claims devices by this prefix; sysfs and the state page
@@ -225,6 +276,22 @@ void Config::finalize() {
       d.node_guid = (0x02ull << 56) | (uint64_t(host_id) << 24) | (uint64_t(i + 1) << 8);
     if (!d.sys_image_guid) d.sys_image_guid = d.node_guid;
     if (d.node_desc.empty()) d.node_desc = std::string(host) + " " + d.name;
+  }
+  // Default port addresses: 10.73.H.n/16 for the host's n-th port, H the
+  // last octet of the fabric address so that hosts of one fabric differ.
+  int host_octet = 0;
+  in_addr bind_addr{};
+  if (fabric.enabled && inet_pton(AF_INET, fabric.bind.c_str(), &bind_addr) == 1)
+    host_octet = int(ntohl(bind_addr.s_addr) & 0xff);
+  int ordinal = 0;
+  for (auto& d : devices) {
+    const bool given = !d.ipv4.empty();
+    for (int p = 0; p < d.ports; ++p) {
+      ++ordinal;
+      if (!given)
+        d.ipv4.push_back("10.73." + std::to_string(host_octet) + "." + std::to_string(ordinal) +
+                         "/16");
+    }
   }
 }
 

@@ -19,6 +19,10 @@ struct DeviceConfig {
   std::string fw_ver = "1.0.0";
   std::string board_id = "IBEMU0000000001";
   std::string node_desc;  // default "<hostname> <name>"
+  /// The ports' IPoIB-style addresses for rdma_cm, "a.b.c.d/len", one per
+  /// port; empty = the default (finalize()). IPv6 ones are optional.
+  std::vector<std::string> ipv4;
+  std::vector<std::string> ipv6;
 };
 
 /// The UDP links to the daemons of other hosts (docs/configuration.md,

@@ -22,7 +22,9 @@ Json error_reply(int err, const std::string& message) {
 namespace {
 Json ok_reply() { return {{"ok", true}}; }
 
-const char* state_word(PortState s) {
+}  // namespace
+
+const char* port_state_word(PortState s) {
   switch (s) {
     case PortState::kDown:
       return "DOWN";
@@ -36,7 +38,6 @@ const char* state_word(PortState s) {
       return "NOP";
   }
 }
-}  // namespace
 
 Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
     : io_(io),
@@ -49,7 +50,8 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       pma_(config_, counters_),
       server_(io, paths_.socket(), *this),
       umad_(io, subnet_),
-      capture_(io, subnet_, [this](uint32_t n) { state_page_.set_capture_sessions(n); }) {}
+      capture_(io, subnet_, [this](uint32_t n) { state_page_.set_capture_sessions(n); }),
+      ip_addresses_(config_) {}
 
 Daemon::~Daemon() { stop(); }
 
@@ -90,7 +92,7 @@ void Daemon::on_port_change(PortRef port) {
   state_page_.update_port(port);
   PortAttributes a = subnet_.port(port);
   log_info("{} port {}: {} lid {} sm_lid {}", config_.devices[port.device].name, port.port,
-           state_word(a.state), a.lid, a.sm_lid);
+           port_state_word(a.state), a.lid, a.sm_lid);
 }
 
 Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_in,
@@ -122,6 +124,9 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
       return do_capture(s, op, req);
     if (op == "fault_set" || op == "fault_clear" || op == "link") return do_fault(op, req);
     if (op == "fault_nak") return do_forced_nak(req);
+    if (op == "ip_addresses") return do_ip_addresses();
+    if (op == "resolve_ip") return do_resolve_ip(req);
+    if (op == "cm_bind" || op == "cm_unbind") return do_cm_bind(s, req, op == "cm_bind");
     if (op == "shutdown") return do_shutdown();
     return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
   } catch (const std::exception& e) {
@@ -140,6 +145,7 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   capture_.end_all(s.id);
   xrcds_.close_all(s.id);
   srqns_.release_all(s.id);
+  cm_ports_.release_all(s.id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
@@ -196,7 +202,7 @@ Json Daemon::do_status() {
     for (int p = 1; p <= config_.devices[d].ports; ++p) {
       PortAttributes a = subnet_.port({d, p});
       ports.push_back({{"port", p},
-                       {"state", state_word(a.state)},
+                       {"state", port_state_word(a.state)},
                        {"lid", a.lid},
                        {"sm_lid", a.sm_lid},
                        {"port_guid", fmt::format("0x{:016x}", a.port_guid)},
@@ -222,6 +228,8 @@ Json Daemon::do_status() {
                      {"qps", qps_.count(s.id)}});
   }
   reply["processes"] = procs;
+  reply["ip_addresses"] = do_ip_addresses()["addresses"];
+  reply["cm_ports"] = cm_status();
   // Every SM attached here, each with what it published of itself; "sm" is
   // the master among them (or the last one, while none is master).
   reply["sm"] = nullptr;

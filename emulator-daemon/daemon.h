@@ -9,8 +9,10 @@
 #include "common/config.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/capture_service.h"
+#include "emulator-daemon/cm_port_space.h"
 #include "emulator-daemon/control_server.h"
 #include "emulator-daemon/fabric_link.h"
+#include "emulator-daemon/ip_addresses.h"
 #include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/performance_agent.h"
 #include "emulator-daemon/port_counter_registry.h"
@@ -22,6 +24,9 @@
 #include "emulator-daemon/xrc_domains.h"
 
 namespace ibemu {
+
+/// DOWN, INIT, ARMED, ACTIVE as `ibemu status` shows a port's state.
+const char* port_state_word(PortState s);
 
 class Daemon : public RequestHandler {
  public:
@@ -75,6 +80,14 @@ class Daemon : public RequestHandler {
   /// The ports a request names: "device" (and "port"), or all of them.
   std::optional<std::vector<PortRef>> selected_ports(const Json& req) const;
   Json do_shutdown();
+  // rdma_cm (daemon_rdmacm.cc)
+  Json do_ip_addresses();
+  Json do_resolve_ip(const Json& req);
+  Json do_cm_bind(SessionInfo& s, const Json& req, bool bind);
+  Json cm_status() const;
+  std::array<uint8_t, 16> port_gid(PortRef port) const;
+  Json address_announcement() const;
+  void on_peer_addresses(int uplink, const Json& addresses);
   void apply_configured_faults();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
@@ -107,6 +120,8 @@ class Daemon : public RequestHandler {
   ControlServer server_;
   UmadService umad_;
   CaptureService capture_;
+  IpAddresses ip_addresses_;
+  CmPortSpace cm_ports_;
   std::map<SessionId, Client> clients_;
   std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
   std::vector<ForcedNakView> forced_naks_;               // ibemu fault nak

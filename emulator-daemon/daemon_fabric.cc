@@ -19,7 +19,14 @@ constexpr auto kRemoteSmpTimeout = std::chrono::milliseconds(200);
 void Daemon::start_fabric() {
   if (!config_.fabric.enabled) return;
   FabricLink::Events events;
-  events.link_change = [this](int uplink, bool up) { subnet_.set_uplink_alive(uplink, up); };
+  events.link_change = [this](int uplink, bool up) {
+    subnet_.set_uplink_alive(uplink, up);
+    if (!up) ip_addresses_.set_peer(std::to_string(uplink), {});
+  };
+  events.hello_fields = [this] { return Json{{"addresses", address_announcement()}}; };
+  events.hello_received = [this](int uplink, const Json& hello) {
+    on_peer_addresses(uplink, hello.value("addresses", Json::array()));
+  };
   events.management = [this](int uplink, std::vector<uint8_t> packet) {
     on_fabric_management(uplink, packet);
   };

@@ -202,7 +202,8 @@ int FabricLink::set_cable(const std::string& address, bool plugged) {
 
 void FabricLink::hello_tick() {
   if (stopping_) return;
-  nlohmann::json hello = {{"guid", switch_guid_}};
+  nlohmann::json hello = events_.hello_fields ? events_.hello_fields() : nlohmann::json::object();
+  hello["guid"] = switch_guid_;
   if (accept_joins_) {
     // Members learn each other from the seed (and from any member).
     nlohmann::json known = nlohmann::json::array();
@@ -262,6 +263,7 @@ void FabricLink::on_hello(const sockaddr_in& from, const std::string& text) {
   p.guid = guid;
   p.last_heard_ns = engine::now_ns();
   set_up(uplink, true);
+  if (events_.hello_received) events_.hello_received(uplink, hello);
   if (accept_joins_ && hello.contains("peers") && hello["peers"].is_array()) {
     for (const auto& name : hello["peers"]) {
       if (!name.is_string()) continue;

@@ -45,6 +45,10 @@ class FabricLink {
     std::function<void(int uplink, bool up)> link_change;
     /// A packet to QP0 or QP1 that came in by `uplink`.
     std::function<void(int uplink, std::vector<uint8_t> packet)> management;
+    /// What this host adds to its hellos (a JSON object's fields).
+    std::function<nlohmann::json()> hello_fields;
+    /// A hello from the peer on `uplink`, with those fields.
+    std::function<void(int uplink, const nlohmann::json& hello)> hello_received;
   };
 
   FabricLink(boost::asio::io_context& io, const FabricConfig& cfg, uint64_t switch_guid,

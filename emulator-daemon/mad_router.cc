@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/mad/cm.h"
 #include "common/mad/mad.h"
 #include "emulator-daemon/mad_packet.h"
 
@@ -80,7 +81,54 @@ int MadRouter::unregister_agent(UmadClientId client, uint32_t id) {
   return 0;
 }
 
+int MadRouter::register_cm_endpoint(UmadClientId client, PortRef port, uint32_t* id,
+                                    uint32_t* comm_id_base) {
+  for (const Agent& a : agents_)
+    if (a.client == client && a.cm_tag) return EINVAL;
+  uint16_t tag = 0;
+  for (int tries = 0; tries < 0xffff && !tag; ++tries) {
+    const uint16_t candidate = next_cm_tag_;
+    next_cm_tag_ = candidate == 0xffff ? 1 : uint16_t(candidate + 1);
+    if (std::none_of(agents_.begin(), agents_.end(),
+                     [&](const Agent& a) { return a.cm_tag == candidate; }))
+      tag = candidate;
+  }
+  if (!tag) return ENOSPC;
+  AgentRegistration reg;
+  reg.qpn = 1;
+  reg.mgmt_class = uint8_t(mad::MgmtClass::kCommMgt);
+  reg.class_version = mad::cm::kClassVersion;
+  if (int err = register_agent(client, port, reg, id)) return err;
+  agents_.back().cm_tag = tag;
+  *comm_id_base = uint32_t(tag) << 16;
+  return 0;
+}
+
+const MadRouter::Agent* MadRouter::cm_endpoint(PortRef port, UmadClientId client) const {
+  for (const Agent& a : agents_)
+    if (a.cm_tag && a.client == client && a.port == port) return &a;
+  return nullptr;
+}
+
+int MadRouter::cm_listen(UmadClientId client, uint64_t service_id, uint64_t mask, bool listen) {
+  auto endpoint = std::find_if(agents_.begin(), agents_.end(),
+                               [&](const Agent& a) { return a.client == client && a.cm_tag; });
+  if (endpoint == agents_.end()) return EINVAL;
+  const PortRef port = endpoint->port;
+  if (!listen) {
+    const size_t gone = std::erase_if(cm_listens_, [&](const CmListen& l) {
+      return l.client == client && l.service_id == service_id && l.mask == mask;
+    });
+    return gone ? 0 : EINVAL;
+  }
+  for (const CmListen& l : cm_listens_)
+    if (l.port == port && ((l.service_id ^ service_id) & l.mask & mask) == 0) return EADDRINUSE;
+  cm_listens_.push_back({client, port, service_id, mask});
+  return 0;
+}
+
 void MadRouter::drop_client(UmadClientId client) {
+  std::erase_if(cm_listens_, [&](const CmListen& l) { return l.client == client; });
   for (const Agent& a : agents_)
     if (a.client == client)
       std::erase_if(outstanding_, [&](const Outstanding& o) { return o.hi_tid == a.hi_tid; });
@@ -119,7 +167,9 @@ void MadRouter::send(UmadClientId client, const uint8_t* msg, size_t len, Clock:
   const ib_user_mad_hdr hdr = header_of(msg);
   UmadMessage out(msg, msg + len);
   uint8_t* m = out.data() + kUmadHeaderSize;
-  if (!is_response(m)) {
+  // A CM endpoint's TransactionIDs are the CM's own, as the kernel's CM
+  // chooses them; other requests get the agent's upper half.
+  if (!is_response(m) && !sender->cm_tag) {
     // The MAD layer owns the TransactionID's upper half: it names the agent
     // that the response must come back to.
     mad::store_be32(m + 8, sender->hi_tid);
@@ -177,6 +227,9 @@ void MadRouter::send_smp(const Agent& sender, const uint8_t* mad, size_t len, ui
 
 void MadRouter::arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
   if (is_response(mad)) return arrive_response(port, src, mad, len);
+  if (mad[1] == uint8_t(mad::MgmtClass::kCommMgt) && mad[3] == uint8_t(mad::Method::kSend) &&
+      len >= mad::kMadSize)
+    return arrive_cm(port, src, mad, len);
   if (const Agent* server = server_for(port, mad[1], mad[2], mad[3]))
     return give(*server, src, mad, len);
   if (auto local = local_agents_.find(mad[1]); local != local_agents_.end()) {
@@ -184,6 +237,65 @@ void MadRouter::arrive(PortRef port, const Source& src, const uint8_t* mad, size
     return;
   }
   answer_unsupported(port, src, mad);
+}
+
+void MadRouter::arrive_cm(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  namespace cm = mad::cm;
+  const cm::Attr attr = cm::attr_of(mad);
+  if (attr == cm::Attr::kReq || attr == cm::Attr::kSidrReq) {
+    const uint64_t service_id = mad::load_be64(mad + 32);  // same place in both
+    for (const CmListen& l : cm_listens_) {
+      if (!(l.port == port) || ((l.service_id ^ service_id) & l.mask) != 0) continue;
+      if (const Agent* a = cm_endpoint(port, l.client)) return give(*a, src, mad, len);
+    }
+    return answer_cm(port, src, mad);
+  }
+  // Every other message names its receiver's communication ID; a SIDR_REP
+  // the RequestID it answers.
+  const uint32_t receiver =
+      attr == cm::Attr::kSidrRep ? mad::load_be32(mad + 24) : mad::load_be32(mad + 28);
+  for (const Agent& a : agents_)
+    if (a.cm_tag && a.cm_tag == receiver >> 16 && a.port == port) return give(a, src, mad, len);
+  answer_cm(port, src, mad);
+}
+
+void MadRouter::answer_cm(PortRef port, const Source& src, const uint8_t* mad) {
+  namespace cm = mad::cm;
+  ++counters_.cm_unmatched;
+  const uint64_t tid = mad::load_be64(mad + 8);
+  std::vector<uint8_t> answer;
+  switch (cm::attr_of(mad)) {
+    case cm::Attr::kReq: {
+      // IBA 12.6.7.2: nobody listens on the ServiceID.
+      cm::Rej rej;
+      rej.set_remote_comm_id(cm::parse_message<cm::Req>(mad).local_comm_id());
+      rej.set_message_rejected(uint8_t(cm::MessageKind::kReq));
+      rej.set_reason(uint16_t(cm::RejectReason::kInvalidServiceId));
+      answer = cm::build_mad(cm::Attr::kRej, tid, rej);
+      break;
+    }
+    case cm::Attr::kSidrReq: {
+      const auto req = cm::parse_message<cm::SidrReq>(mad);
+      cm::SidrRep rep;
+      rep.set_request_id(req.request_id());
+      rep.set_status(uint8_t(cm::SidrStatus::kServiceIdNotSupported));
+      rep.set_service_id(req.service_id());
+      answer = cm::build_mad(cm::Attr::kSidrRep, tid, rep);
+      break;
+    }
+    case cm::Attr::kDreq: {
+      // IBA 12.9.6: a DREQ for a connection that is gone still gets a DREP.
+      const auto dreq = cm::parse_message<cm::Dreq>(mad);
+      cm::Drep drep;
+      drep.set_local_comm_id(dreq.remote_comm_id());
+      drep.set_remote_comm_id(dreq.local_comm_id());
+      answer = cm::build_mad(cm::Attr::kDrep, tid, drep);
+      break;
+    }
+    default:
+      return;  // dropped, as a CM drops a message for no connection of its
+  }
+  respond(port, src, answer.data(), answer.size());
 }
 
 void MadRouter::arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
@@ -223,7 +335,7 @@ void MadRouter::respond(PortRef port, const Source& src, const uint8_t* resp, si
     return;
   }
   if (tap_) tap_(port, lid, src.slid, 1, 1, resp, len);
-  arrive_response(*back, Source{lid, 1}, resp, len);
+  arrive(*back, Source{lid, 1}, resp, len);
 }
 
 void MadRouter::give(const Agent& to, const Source& src, const uint8_t* mad, size_t len,

@@ -14,6 +14,14 @@
 // sent with a timeout is resent `retries` times and, still unanswered, handed
 // back to its agent with status ETIMEDOUT.
 //
+//
+// Communication management (class 0x07) is shared by every rdma_cm program
+// of the host, as the kernel's CM is: a file registers as its port's CM
+// endpoint and gets a block of communication IDs. A REQ or SIDR_REQ goes to
+// the endpoint listening on its ServiceID, every other CM message to the
+// endpoint whose block holds the communication ID it names. What no
+// endpoint takes the router answers as an IBA CM would (docs/rdma-cm.md).
+//
 // Single-threaded and without I/O: the daemon moves the bytes and runs the
 // clock, tests drive it directly.
 #include <rdma/ib_user_mad.h>
@@ -58,6 +66,7 @@ struct MadRouterCounters {
   uint64_t unreachable = 0;  // DLID of no active port, port not active
   uint64_t malformed = 0;
   uint64_t timeouts = 0;
+  uint64_t cm_unmatched = 0;  // CM messages for no endpoint or listener
 };
 
 class MadRouter {
@@ -95,6 +104,15 @@ class MadRouter {
   int register_agent(UmadClientId client, PortRef port, const AgentRegistration& reg, uint32_t* id);
   /// IB_USER_MAD_UNREGISTER_AGENT: 0 or EINVAL.
   int unregister_agent(UmadClientId client, uint32_t id);
+  /// IBEMU_UMAD_REGISTER_CM: the file becomes a CM endpoint of `port`. 0
+  /// with its agent id and the base of its communication ID block (the low
+  /// 16 bits are the endpoint's), or EINVAL (already one) / ENOSPC.
+  int register_cm_endpoint(UmadClientId client, PortRef port, uint32_t* id, uint32_t* comm_id_base);
+  /// IBEMU_UMAD_CM_LISTEN / CM_UNLISTEN: 0, EINVAL (no CM endpoint, or no
+  /// such listen), or EADDRINUSE (another endpoint of the port listens on
+  /// an overlapping ServiceID).
+  int cm_listen(UmadClientId client, uint64_t service_id, uint64_t mask, bool listen);
+
   /// The file was closed: its agents and their outstanding requests go.
   void drop_client(UmadClientId client);
 
@@ -115,6 +133,13 @@ class MadRouter {
     PortRef port;
     AgentRegistration reg;
     uint32_t hi_tid = 0;  // the TransactionID's upper half on its requests
+    uint16_t cm_tag = 0;  // a CM endpoint's communication ID block, or 0
+  };
+  struct CmListen {
+    UmadClientId client = 0;
+    PortRef port;
+    uint64_t service_id = 0;
+    uint64_t mask = 0;
   };
   /// A request sent with a timeout, waiting for its response.
   struct Outstanding {
@@ -137,6 +162,10 @@ class MadRouter {
   void dispatch(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
   void send_smp(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
   void arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len);
+  void arrive_cm(PortRef port, const Source& src, const uint8_t* mad, size_t len);
+  /// The router's own answer to a CM message no endpoint takes.
+  void answer_cm(PortRef port, const Source& src, const uint8_t* mad);
+  const Agent* cm_endpoint(PortRef port, UmadClientId client) const;
   void arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   void answer_unsupported(PortRef port, const Source& src, const uint8_t* mad);
   /// Sends a response from `port` back to where the request came from.
@@ -155,6 +184,8 @@ class MadRouter {
   RmppReassembly rmpp_;  // long MADs arriving in segments from other hosts
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;
+  std::vector<CmListen> cm_listens_;
+  uint16_t next_cm_tag_ = 1;
   uint32_t next_hi_tid_ = 1;
   MadRouterCounters counters_;
 };

@@ -152,6 +152,12 @@ void UmadService::on_first_message(std::shared_ptr<Connection> c) {
         router_.register_agent(file->second, files_[file->second]->port, reg, &reply.agent_id);
   } else if (req.op == IBEMU_UMAD_UNREGISTER) {
     reply.err = router_.unregister_agent(file->second, req.agent_id);
+  } else if (req.op == IBEMU_UMAD_REGISTER_CM) {
+    reply.err = router_.register_cm_endpoint(file->second, files_[file->second]->port,
+                                             &reply.agent_id, &reply.comm_id_base);
+  } else if (req.op == IBEMU_UMAD_CM_LISTEN || req.op == IBEMU_UMAD_CM_UNLISTEN) {
+    reply.err = router_.cm_listen(file->second, req.service_id, req.service_mask,
+                                  req.op == IBEMU_UMAD_CM_LISTEN);
   } else {
     reply.err = EINVAL;
   }

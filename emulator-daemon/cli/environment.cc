@@ -48,6 +48,8 @@ std::vector<std::pair<std::string, std::string>> emulation_environment(
       // libibverbs appends -rdmav34.so to this path.
       {"RDMAV_DRIVERS", lib + "/libibemu"},
       {"LD_PRELOAD", prepend("LD_PRELOAD", lib + "/libibemu-preload.so")},
+      // librdmacm.so.1 in user space, found before the system's.
+      {"LD_LIBRARY_PATH", prepend("LD_LIBRARY_PATH", lib + "/compat")},
   };
 }
 

@@ -91,6 +91,7 @@ CmId* create_id(Library& lib, rdma_event_channel* channel, void* context, rdma_p
     delete id;
     return nullptr;
   }
+  if (!channel) id->channel->owner = id;
   id->pub.channel = &id->channel->pub;
   id->pub.context = context;
   id->pub.ps = ps;
@@ -147,9 +148,11 @@ IBEMU_EXPORT int rdma_destroy_id(rdma_cm_id* pub) {
     if (e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST && from_pub(e->pub.listen_id) == id)
       destroy_unclaimed(*lib, from_pub(e->pub.id));
   drop_queued_events(id);
+  for (CmId* other : lib->ids)
+    if (other->listener == id) other->listener = nullptr;
   lib->cv.wait(lock, [&] { return id->events_acked >= id->events_reported; });
   lib->remove_id(id);
-  if (id->channel->internal) delete_channel(id->channel);
+  if (id->channel->owner == id) delete_channel(id->channel);
   delete id;
   return 0;
 }
@@ -206,6 +209,7 @@ IBEMU_EXPORT int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
   CmId* id = from_pub(pub);
   Channel* to = channel ? from_pub(channel) : new_channel(true);
   if (!to) return -1;
+  if (!channel) to->owner = id;
   // Events of the id not yet taken move with it.
   Channel* from = id->channel;
   for (auto it = from->queue.begin(); it != from->queue.end();) {
@@ -219,7 +223,7 @@ IBEMU_EXPORT int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
     (void)!::write(to->write_fd, &byte, 1);
     it = from->queue.erase(it);
   }
-  if (from->internal) delete_channel(from);
+  if (from->owner == id) delete_channel(from);
   id->channel = to;
   id->sync = channel == nullptr;
   id->pub.channel = &to->pub;

@@ -68,13 +68,15 @@ struct CmId;
 struct Event {
   rdma_cm_event pub{};
   uint8_t private_data[256] = {};
+  CmId* owner = nullptr;  // whose events_acked its acknowledgement counts
 };
 
 struct Channel {
   rdma_event_channel pub{};  // pub.fd: the read end of a pipe, one byte per event
   int write_fd = -1;
   std::deque<Event*> queue;
-  bool internal = false;  // made for a synchronous id
+  bool internal = false;  // made for a synchronous id,
+  CmId* owner = nullptr;  // which owns it (ids of its connect requests use it too)
 };
 
 enum class IdState {

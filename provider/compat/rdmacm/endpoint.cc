@@ -159,6 +159,16 @@ IBEMU_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
     return fail(err);
   }
   id->event = event;
+  {
+    // The request now belongs to the new id: the listener may go first.
+    Library* lib;
+    Library::get(&lib);
+    std::lock_guard<std::mutex> lock(lib->mu);
+    auto* e = reinterpret_cast<Event*>(event);
+    e->owner->events_acked++;
+    e->owner = from_pub(id);
+    e->owner->events_reported++;
+  }
   if (listener->ep_has_qp_attr) {
     ibv_qp_init_attr attr = listener->ep_qp_attr;
     if (rdma_create_qp(id, listen->pd, &attr) != 0) {

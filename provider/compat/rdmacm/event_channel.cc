@@ -36,6 +36,7 @@ Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
   e->pub.status = status;
   CmId* owner = id->listener && type == RDMA_CM_EVENT_CONNECT_REQUEST ? id->listener : id;
   if (owner != id) e->pub.listen_id = &owner->pub;
+  e->owner = owner;
   owner->events_reported++;
   owner->channel->queue.push_back(e);
   char byte = 1;
@@ -44,11 +45,7 @@ Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
 }
 
 /// Which id an event counts against until it is acknowledged.
-static CmId* event_owner(const Event* e) {
-  return from_pub(e->pub.listen_id && e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST
-                      ? e->pub.listen_id
-                      : e->pub.id);
-}
+static CmId* event_owner(const Event* e) { return e->owner; }
 
 void drop_queued_events(CmId* id) {
   Channel* ch = id->channel;

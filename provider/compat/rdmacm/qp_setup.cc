@@ -164,6 +164,8 @@ int create_qp_locked(Library& lib, CmId* id, ibv_qp_init_attr_ex* attr) {
     if (!attr->pd) return ENOMEM;
   }
   if (attr->pd->context != id->pub.verbs) return EINVAL;
+  // Programs of rdma_create_ep often leave the type to the id's.
+  if (!attr->qp_type) attr->qp_type = id->pub.qp_type;
   attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
   if (id->pub.srq && !attr->srq) attr->srq = id->pub.srq;
   if (int err = make_cqs(id, attr)) {

@@ -1,0 +1,113 @@
+// What the user-space rdma_cm (provider/compat/rdmacm) asks of the daemon:
+// the ports' addresses, which port of the fabric has an address, and the
+// host's rdma_cm port numbers. docs/rdma-cm.md tells the whole story.
+#include <fmt/format.h>
+
+#include "common/hex.h"
+#include "emulator-daemon/daemon.h"
+
+namespace ibemu {
+
+std::array<uint8_t, 16> Daemon::port_gid(PortRef port) const {
+  std::array<uint8_t, 16> gid{};
+  const uint64_t guid = subnet_.port(port).port_guid;
+  for (int i = 0; i < 8; ++i) {
+    gid[size_t(i)] = uint8_t(config_.subnet_prefix >> (56 - 8 * i));
+    gid[size_t(8 + i)] = uint8_t(guid >> (56 - 8 * i));
+  }
+  return gid;
+}
+
+Json Daemon::do_ip_addresses() {
+  Json list = Json::array();
+  for (const PortAddress& a : ip_addresses_.local()) {
+    const PortAttributes attrs = subnet_.port(a.port);
+    const auto gid = port_gid(a.port);
+    Json entry = {{"device", config_.devices[size_t(a.port.device)].name},
+                  {"port", a.port.port},
+                  {"ipv4", a.ipv4},
+                  {"ipv4_prefix", a.ipv4_prefix},
+                  {"gid", to_hex(gid.data(), gid.size())},
+                  {"lid", attrs.lid},
+                  {"state", port_state_word(attrs.state)}};
+    if (!a.ipv6.empty()) {
+      entry["ipv6"] = a.ipv6;
+      entry["ipv6_prefix"] = a.ipv6_prefix;
+    }
+    list.push_back(std::move(entry));
+  }
+  Json reply = {{"ok", true}};
+  reply["addresses"] = std::move(list);
+  return reply;
+}
+
+Json Daemon::do_resolve_ip(const Json& req) {
+  const std::string ip = req.at("ip").get<std::string>();
+  auto found = ip_addresses_.find(ip, [this](PortRef p) { return port_gid(p); });
+  if (!found) return error_reply(EHOSTUNREACH, "no port of the fabric has address " + ip);
+  Json reply = {{"ok", true},
+                {"gid", to_hex(found->gid.data(), found->gid.size())},
+                {"local", found->local_port.has_value()}};
+  if (found->local_port) {
+    reply["device"] = config_.devices[size_t(found->local_port->device)].name;
+    reply["port"] = found->local_port->port;
+  }
+  return reply;
+}
+
+Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
+  const int ps = req.at("ps").get<int>();
+  const std::string ip = IpAddresses::canonical(req.at("ip").get<std::string>());
+  const int port = req.at("port").get<int>();
+  if (ip.empty() || port < 0 || port > 65535) return error_reply(EINVAL, "bad address or port");
+  if (!bind) {
+    if (!cm_ports_.unbind(s.id, ps, ip, uint16_t(port)))
+      return error_reply(EINVAL, "this session has no such binding");
+    return {{"ok", true}};
+  }
+  const uint16_t got = cm_ports_.bind(s.id, ps, ip, uint16_t(port));
+  if (!got) return error_reply(EADDRINUSE, fmt::format("rdma_cm port {} is in use", port));
+  return {{"ok", true}, {"port", got}};
+}
+
+Json Daemon::cm_status() const {
+  Json list = Json::array();
+  for (const CmPortBinding& b : cm_ports_.bindings()) {
+    int pid = 0;
+    for (auto& s : server_.sessions())
+      if (s.id == b.session) pid = s.pid;
+    list.push_back({{"ps", b.ps}, {"ip", b.ip}, {"port", b.port}, {"pid", pid}});
+  }
+  return list;
+}
+
+Json Daemon::address_announcement() const {
+  Json list = Json::array();
+  for (const PortAddress& a : ip_addresses_.local()) {
+    const auto gid = port_gid(a.port);
+    const std::string hex = to_hex(gid.data(), gid.size());
+    list.push_back({{"ip", a.ipv4}, {"gid", hex}});
+    if (!a.ipv6.empty()) list.push_back({{"ip", a.ipv6}, {"gid", hex}});
+  }
+  return list;
+}
+
+void Daemon::on_peer_addresses(int uplink, const Json& addresses) {
+  std::map<std::string, Gid> table;
+  if (addresses.is_array()) {
+    for (const Json& a : addresses) {
+      if (!a.is_object() || !a.contains("ip") || !a.contains("gid") || !a["ip"].is_string() ||
+          !a["gid"].is_string())
+        continue;
+      std::vector<uint8_t> gid;
+      const std::string ip = IpAddresses::canonical(a["ip"].get<std::string>());
+      if (ip.empty() || !from_hex(a["gid"].get<std::string>(), &gid) || gid.size() != 16) continue;
+      Gid g;
+      std::copy(gid.begin(), gid.end(), g.begin());
+      table[ip] = g;
+    }
+  }
+  ip_addresses_.set_peer(std::to_string(uplink), std::move(table));
+}
+
+}  // namespace ibemu

@@ -1,0 +1,159 @@
+"""rdma_cm in user space: Debian's rdmacm-utils and perftest's -R mode run
+unmodified on the compat librdmacm.so.1 (`ibemu run` puts it first on the
+library path), and tests/programs/cm_probe checks events and errors."""
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, stack_dump
+
+SERVER = "10.73.0.1"  # ibemu0 port 1 by default
+OTHER = "10.73.0.3"   # ibemu1 port 1
+CM_PROBE = str(BUILD / "bin" / "cm_probe")
+
+
+def cm_listening(fabric, port, ps=0x106):
+    """Whether some program of the host has rdma_cm port `port` bound."""
+    return any(b["port"] == port and b["ps"] == ps for b in fabric.status().get("cm_ports", []))
+
+
+def run_cm_pair(fabric, server_cmd, client_cmd, port, ps=0x106, timeout=60, client_fabric=None):
+    """Starts an rdma_cm server, waits until it holds `port`, runs the client;
+    returns ((rc, out) of the server, (rc, out) of the client)."""
+    client_fabric = client_fabric or fabric
+    server = fabric.spawn(server_cmd)
+    deadline = time.time() + 20
+    while not cm_listening(fabric, port, ps):
+        if server.poll() is not None or time.time() > deadline:
+            server.kill()
+            pytest.fail(f"server did not bind {port}: {server.communicate()[0]}\n"
+                        f"{fabric.logs()}")
+        time.sleep(0.05)
+    client = client_fabric.spawn(client_cmd)
+    try:
+        client_out = client.communicate(timeout=timeout)[0]
+        server_out = server.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
+        server.kill()
+        client.kill()
+        pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
+                    f"{client.communicate()[0]}\n{stacks}\n{fabric.logs()}")
+    return (server.returncode, server_out), (client.returncode, client_out)
+
+
+def both_ok(server, client, fabric):
+    assert server[0] == 0, f"server ({server[0]}):\n{server[1]}\n{fabric.logs()}"
+    assert client[0] == 0, f"client ({client[0]}):\n{client[1]}\n{fabric.logs()}"
+
+
+def test_every_port_has_an_address(fabric):
+    ports = fabric.status().get("ip_addresses") or []
+    r = fabric.run([CM_PROBE, "connect", "10.73.0.250", "7000", "300"], timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "event RDMA_CM_EVENT_ADDR_ERROR status -110" in r.stdout, r.stdout
+    assert ports is not None
+
+
+@pytest.mark.parametrize("server_addr,client_addr", [(SERVER, SERVER), ("0.0.0.0", OTHER)])
+def test_rping_verifies_100_pings(fabric, server_addr, client_addr):
+    port = 7100
+    server, client = run_cm_pair(
+        fabric, ["rping", "-s", "-a", server_addr, "-p", str(port), "-C", "100", "-V"],
+        ["rping", "-c", "-a", client_addr, "-p", str(port), "-C", "100", "-v", "-V"], port)
+    both_ok(server, client, fabric)
+    pings = re.findall(r"ping data: rdma-ping-\d+: ", client[1])
+    assert len(pings) == 100, client[1]
+
+
+def test_ucmatose_several_connections(fabric):
+    server, client = run_cm_pair(
+        fabric, ["ucmatose", "-b", SERVER, "-c", "4", "-C", "20"],
+        ["ucmatose", "-s", SERVER, "-c", "4", "-C", "20"], 7471)
+    both_ok(server, client, fabric)
+    assert "test complete" in client[1] and "test complete" in server[1], client[1] + server[1]
+
+
+def test_udaddy(fabric):
+    server, client = run_cm_pair(
+        fabric, ["udaddy", "-b", SERVER, "-c", "2", "-C", "10"],
+        ["udaddy", "-s", SERVER, "-c", "2", "-C", "10"], 7174, ps=0x111)
+    both_ok(server, client, fabric)
+    assert "test complete" in client[1] and "test complete" in server[1], client[1] + server[1]
+
+
+def test_rdma_server_and_client(fabric):
+    server, client = run_cm_pair(fabric, ["rdma_server", "-p", "7200"],
+                                 ["rdma_client", "-s", SERVER, "-p", "7200"], 7200)
+    both_ok(server, client, fabric)
+    assert "rdma_client: end 0" in client[1] and "rdma_server: end 0" in server[1]
+
+
+def test_rdma_xserver_and_xclient(fabric):
+    server, client = run_cm_pair(fabric, ["rdma_xserver", "-p", "7201"],
+                                 ["rdma_xclient", "-s", SERVER, "-p", "7201"], 7201)
+    both_ok(server, client, fabric)
+    assert "end 0" in client[1] and "end 0" in server[1]
+
+
+@pytest.mark.parametrize("tool,done", [("ib_send_bw", r"BW average"),
+                                       ("ib_write_lat", r"t_avg")])
+def test_perftest_connects_with_rdma_cm(fabric, tool, done):
+    port = 7300
+    server, client = run_cm_pair(
+        fabric, [tool, "-R", "-d", "ibemu0", "-p", str(port), "-n", "200"],
+        [tool, "-R", "-d", "ibemu1", "-p", str(port), "-n", "200", SERVER], port)
+    both_ok(server, client, fabric)
+    assert re.search(done, client[1] + server[1]), client[1]
+
+
+def probe_pair(fabric, mode, port):
+    listener = fabric.spawn([CM_PROBE, "listen", SERVER, str(port), mode])
+    line = listener.stdout.readline()
+    assert line.startswith("listening"), line + fabric.logs()
+    client = fabric.run([CM_PROBE, "connect", SERVER, str(port)], timeout=60)
+    return listener, client
+
+
+def test_connect_to_a_port_nobody_listens_on_is_rejected(fabric):
+    r = fabric.run([CM_PROBE, "connect", SERVER, "7999"], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # IBA 12.6.7.2: REJ reason 8, invalid service ID.
+    assert "event RDMA_CM_EVENT_REJECTED status 8" in r.stdout, r.stdout
+
+
+def test_reject_carries_private_data(fabric):
+    listener, client = probe_pair(fabric, "reject", 7400)
+    out = listener.communicate(timeout=30)[0]
+    assert listener.returncode == 0 and "request hello" in out, out
+    assert "event RDMA_CM_EVENT_REJECTED status 28" in client.stdout, client.stdout
+    assert "rejected no thanks" in client.stdout, client.stdout
+
+
+def test_established_then_disconnected_in_order(fabric):
+    listener, client = probe_pair(fabric, "accept", 7401)
+    out = listener.communicate(timeout=30)[0]
+    assert client.returncode == 0, client.stdout + client.stderr
+    events = re.findall(r"event (\S+) status (-?\d+)", client.stdout)
+    assert events == [("RDMA_CM_EVENT_ADDR_RESOLVED", "0"), ("RDMA_CM_EVENT_ROUTE_RESOLVED", "0"),
+                      ("RDMA_CM_EVENT_ESTABLISHED", "0"),
+                      ("RDMA_CM_EVENT_DISCONNECTED", "0")], client.stdout
+    assert re.findall(r"event (\S+)", out) == ["RDMA_CM_EVENT_CONNECT_REQUEST",
+                                               "RDMA_CM_EVENT_ESTABLISHED",
+                                               "RDMA_CM_EVENT_DISCONNECTED"], out
+
+
+def test_listener_killed_mid_handshake(fabric):
+    """The listener dies holding a request it never answered: the connecting
+    side's resent REQ finds no listener and is rejected; nothing hangs."""
+    listener = fabric.spawn([CM_PROBE, "listen", SERVER, "7402", "stall"])
+    assert listener.stdout.readline().startswith("listening")
+    client = fabric.spawn([CM_PROBE, "connect", SERVER, "7402"])
+    assert listener.stdout.readline().startswith("event RDMA_CM_EVENT_CONNECT_REQUEST")
+    listener.kill()
+    listener.communicate()
+    out = client.communicate(timeout=60)[0]
+    assert client.returncode == 0, out
+    assert re.search(r"event RDMA_CM_EVENT_(REJECTED status 8|UNREACHABLE status -110)", out), out
