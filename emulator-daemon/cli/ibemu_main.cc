@@ -30,6 +30,32 @@
 namespace {
 
 using ibemu::Json;
+
+/// A port's rdma_cm addresses ("10.73.0.1/16 fe80::1/64"), from the status.
+std::string port_addresses(const Json& status, const Json& dev, const Json& port) {
+  std::string out;
+  for (const Json& a : status.value("ip_addresses", Json::array())) {
+    if (a["device"] != dev["name"] || a["port"] != port["port"]) continue;
+    out = fmt::format("{}/{}", a["ipv4"].get<std::string>(), a["ipv4_prefix"].get<int>());
+    if (a.contains("ipv6"))
+      out += fmt::format(" {}/{}", a["ipv6"].get<std::string>(), a["ipv6_prefix"].get<int>());
+  }
+  return out;
+}
+
+/// The rdma_cm ports programs of this host hold.
+void print_cm_ports(const Json& status) {
+  const Json ports = status.value("cm_ports", Json::array());
+  if (ports.empty()) return;
+  std::cout << "rdma_cm ports:\n";
+  for (const Json& b : ports) {
+    const int ps = b["ps"].get<int>();
+    const char* space = ps == 0x106 ? "TCP" : ps == 0x111 ? "UDP" : ps == 0x13f ? "IB" : "IPOIB";
+    std::cout << fmt::format("  {:<5} {}:{}  pid {}\n", space, b["ip"].get<std::string>(),
+                             b["port"].get<int>(), b["pid"].get<int>());
+  }
+}
+
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -254,10 +280,10 @@ int cmd_status(const Options& o) {
     std::cout << fmt::format("{}  node_guid {}\n", dev["name"].get<std::string>(),
                              dev["node_guid"].get<std::string>());
     for (auto& p : dev["port_info"]) {
-      std::cout << fmt::format("  port {}  {:<7} LID {:<5} SM LID {:<5} GUID {}\n",
+      std::cout << fmt::format("  port {}  {:<7} LID {:<5} SM LID {:<5} GUID {}  {}\n",
                                p["port"].get<int>(), p["state"].get<std::string>(),
                                p["lid"].get<int>(), p["sm_lid"].get<int>(),
-                               p["port_guid"].get<std::string>());
+                               p["port_guid"].get<std::string>(), port_addresses(reply, dev, p));
       if (p.contains("counters")) print_port_counters(p["counters"]);
       if (p.contains("faults")) {
         const Json& f = p["faults"];
@@ -282,6 +308,7 @@ int cmd_status(const Options& o) {
       std::cout << fmt::format("  pid {:<8} contexts {:<3} QPs {}\n", p["pid"].get<int>(),
                                p["contexts"].get<int>(), p["qps"].get<int>());
   std::cout << fmt::format("QPs in use: {}\n", reply["qps"].get<int>());
+  print_cm_ports(reply);
   if (reply.contains("mads")) {
     const Json& m = reply["mads"];
     std::cout << fmt::format(

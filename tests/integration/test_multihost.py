@@ -248,3 +248,43 @@ def test_a_pulled_cable_between_hosts_is_routed_around(lab):
     pingpong()
     r = a.ibemu("fault", "link", "host:10.231.0.77", "down", check=False)
     assert r.returncode != 0 and "no such peer" in r.stderr, r.stderr
+
+
+def cm_address(host, ordinal=1):
+    """The default rdma_cm address of a host's port: 10.73.<last octet of
+    its fabric address>.<port ordinal>."""
+    return f"10.73.{host.address.split('.')[-1]}.{ordinal}"
+
+
+def test_each_host_resolves_the_others_addresses(lab):
+    from test_rdmacm import CM_PROBE
+    a, b = lab.hosts[0], lab.hosts[1]
+    assert {x["ipv4"] for x in b.status()["ip_addresses"]} == {cm_address(b, n)
+                                                               for n in range(1, 5)}
+    # A port on host A is nobody's listener yet: REJ reason 8 comes back
+    # across the link, after address and route resolution across it.
+    r = b.run([CM_PROBE, "connect", cm_address(a), "7998"], timeout=60)
+    assert "event RDMA_CM_EVENT_ROUTE_RESOLVED status 0" in r.stdout, r.stdout + b.logs()
+    assert "event RDMA_CM_EVENT_REJECTED status 8" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("tool,port,ps,server_args,client_args", [
+    ("rping", 7110, 0x106, ["-s", "-a", "{a}", "-p", "7110", "-C", "50", "-V"],
+     ["-c", "-a", "{a}", "-p", "7110", "-C", "50", "-V"]),
+    ("ucmatose", 7471, 0x106, ["-b", "{a}", "-c", "3", "-C", "10"],
+     ["-s", "{a}", "-c", "3", "-C", "10"]),
+    ("udaddy", 7174, 0x111, ["-b", "{a}", "-c", "2", "-C", "10"],
+     ["-s", "{a}", "-c", "2", "-C", "10"]),
+    ("riostream", 7510, 0x106, ["-b", "{a}", "-p", "7510", "-S", "4096", "-C", "100"],
+     ["-s", "{a}", "-p", "7510", "-S", "4096", "-C", "100"]),
+])
+def test_rdma_cm_between_hosts(lab, tool, port, ps, server_args, client_args):
+    """rdma_cm programs on host A and host C: address resolution through
+    the hellos, the SA's path, the CM handshake over the UDP link."""
+    from test_rdmacm import both_ok, run_cm_pair
+    a, c = lab.hosts[0], lab.hosts[2]
+    addr = cm_address(a)
+    server, client = run_cm_pair(a, [tool, *(x.format(a=addr) for x in server_args)],
+                                 [tool, *(x.format(a=addr) for x in client_args)], port, ps=ps,
+                                 client_fabric=c)
+    both_ok(server, client, a)

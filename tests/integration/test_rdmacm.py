@@ -49,12 +49,16 @@ def both_ok(server, client, fabric):
     assert client[0] == 0, f"client ({client[0]}):\n{client[1]}\n{fabric.logs()}"
 
 
-def test_every_port_has_an_address(fabric):
-    ports = fabric.status().get("ip_addresses") or []
+def test_every_port_has_a_default_address(fabric):
+    addresses = {(a["device"], a["port"]): a["ipv4"] for a in fabric.status()["ip_addresses"]}
+    assert addresses == {("ibemu0", 1): "10.73.0.1", ("ibemu0", 2): "10.73.0.2",
+                         ("ibemu1", 1): "10.73.0.3", ("ibemu1", 2): "10.73.0.4"}
+
+
+def test_an_address_no_port_has_is_an_addr_error(fabric):
     r = fabric.run([CM_PROBE, "connect", "10.73.0.250", "7000", "300"], timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "event RDMA_CM_EVENT_ADDR_ERROR status -110" in r.stdout, r.stdout
-    assert ports is not None
 
 
 @pytest.mark.parametrize("server_addr,client_addr", [(SERVER, SERVER), ("0.0.0.0", OTHER)])
@@ -96,6 +100,30 @@ def test_rdma_xserver_and_xclient(fabric):
                                  ["rdma_xclient", "-s", SERVER, "-p", "7201"], 7201)
     both_ok(server, client, fabric)
     assert "end 0" in client[1] and "end 0" in server[1]
+
+
+@pytest.mark.parametrize("tool", ["riostream", "rstream"])
+def test_rsocket_streams(fabric, tool):
+    port = 7500 if tool == "riostream" else 7501
+    args = ["-p", str(port), "-S", "4096", "-C", "200"]
+    server, client = run_cm_pair(fabric, [tool, "-b", SERVER, *args],
+                                 [tool, "-s", SERVER, *args], port)
+    both_ok(server, client, fabric)
+    assert re.search(r"custom\s+4k\s+200", client[1]), client[1]
+
+
+def test_mckey_multicast(fabric):
+    group = "239.1.1.7"
+    receiver = fabric.spawn(["stdbuf", "-oL", "mckey", "-m", group, "-b", SERVER, "-C", "10"])
+    seen = ""
+    while "joined" not in seen:  # the receiver is in the group before anyone sends
+        line = receiver.stdout.readline()
+        assert line, seen + fabric.logs()
+        seen += line
+    sender = fabric.run(["mckey", "-m", group, "-b", OTHER, "-s", "-C", "10"], timeout=60)
+    out = receiver.communicate(timeout=60)[0]
+    assert sender.returncode == 0, sender.stdout + sender.stderr
+    assert receiver.returncode == 0 and "test complete" in out, out + fabric.logs()
 
 
 @pytest.mark.parametrize("tool,done", [("ib_send_bw", r"BW average"),

@@ -217,10 +217,9 @@ IBEMU_EXPORT int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
       ++it;
       continue;
     }
-    char byte;
-    (void)!::read(from->pub.fd, &byte, 1);
+    take_signal(from);
     to->queue.push_back(*it);
-    (void)!::write(to->write_fd, &byte, 1);
+    signal_event(to);
     it = from->queue.erase(it);
   }
   if (from->owner == id) delete_channel(from);

@@ -72,8 +72,7 @@ struct Event {
 };
 
 struct Channel {
-  rdma_event_channel pub{};  // pub.fd: the read end of a pipe, one byte per event
-  int write_fd = -1;
+  rdma_event_channel pub{};  // pub.fd: an eventfd counting the queued events
   std::deque<Event*> queue;
   bool internal = false;  // made for a synchronous id,
   CmId* owner = nullptr;  // which owns it (ids of its connect requests use it too)
@@ -244,6 +243,10 @@ int qp_to_init(CmId* id, ibv_qp* qp);
 
 Channel* new_channel(bool internal);
 void delete_channel(Channel* ch);
+/// Counts one more event on the channel's fd.
+void signal_event(Channel* ch);
+/// Takes one count back without blocking; false when none was there.
+bool take_signal(Channel* ch);
 /// Removes the id's events not yet taken from its channel.
 void drop_queued_events(CmId* id);
 

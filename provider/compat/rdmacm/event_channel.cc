@@ -1,7 +1,10 @@
-// Event channels: each is a pipe whose read end is the channel's fd (so a
-// program can poll or epoll it, and set O_NONBLOCK on it), one byte per
-// event, with the events themselves queued beside it.
+// Event channels: each is a semaphore eventfd, the channel's fd (so a
+// program can poll or epoll it, and set O_NONBLOCK on it), counting the
+// events queued beside it. Not a pipe: closing the channel must not wake a
+// thread blocked reading it (with the kernel's rdma_cm it stays blocked).
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,20 +16,29 @@
 namespace ibemu::rdmacm {
 
 Channel* new_channel(bool internal) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  if (fd < 0) return nullptr;
   auto* ch = new Channel();
-  ch->pub.fd = fds[0];
-  ch->write_fd = fds[1];
+  ch->pub.fd = fd;
   ch->internal = internal;
   return ch;
 }
 
 void delete_channel(Channel* ch) {
   ::close(ch->pub.fd);
-  ::close(ch->write_fd);
   for (Event* e : ch->queue) delete e;
   delete ch;
+}
+
+void signal_event(Channel* ch) {
+  const uint64_t one = 1;
+  (void)!::write(ch->pub.fd, &one, sizeof one);
+}
+
+bool take_signal(Channel* ch) {
+  pollfd p{ch->pub.fd, POLLIN, 0};
+  uint64_t one;
+  return ::poll(&p, 1, 0) == 1 && ::read(ch->pub.fd, &one, sizeof one) == sizeof one;
 }
 
 Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
@@ -39,8 +51,7 @@ Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
   e->owner = owner;
   owner->events_reported++;
   owner->channel->queue.push_back(e);
-  char byte = 1;
-  (void)!::write(owner->channel->write_fd, &byte, 1);
+  signal_event(owner->channel);
   return e;
 }
 
@@ -52,6 +63,7 @@ void drop_queued_events(CmId* id) {
   auto gone = [&](Event* e) {
     if (from_pub(e->pub.id) != id && event_owner(e) != id) return false;
     event_owner(e)->events_acked++;
+    take_signal(ch);
     delete e;
     return true;
   };
@@ -98,21 +110,26 @@ IBEMU_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
   if (!channel || !event) return fail(EINVAL);
   Library* lib;
   if (int err = Library::get(&lib)) return fail(err);
-  char byte;
-  for (;;) {
-    ssize_t n = ::read(channel->fd, &byte, 1);
-    if (n == 1) break;
-    if (n < 0 && errno == EINTR) continue;
-    return -1;  // EAGAIN on a non-blocking channel
-  }
-  std::lock_guard<std::mutex> lock(lib->mu);
   Channel* ch = from_pub(channel);
-  if (ch->queue.empty()) return fail(EAGAIN);  // its event was dropped with its id
-  Event* e = ch->queue.front();
-  ch->queue.pop_front();
-  if (e->pub.param.conn.private_data_len) e->pub.param.conn.private_data = e->private_data;
-  *event = &e->pub;
-  return 0;
+  for (;;) {
+    uint64_t one;
+    ssize_t n = ::read(channel->fd, &one, sizeof one);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != sizeof one) return -1;  // EAGAIN on a non-blocking channel
+    std::unique_lock<std::mutex> lock(lib->mu);
+    if (ch->queue.empty()) {
+      // Its event went with its id, destroyed while this thread woke up:
+      // wait for the next one, as a real channel would never have shown it.
+      lock.unlock();
+      if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
+      continue;
+    }
+    Event* e = ch->queue.front();
+    ch->queue.pop_front();
+    if (e->pub.param.conn.private_data_len) e->pub.param.conn.private_data = e->private_data;
+    *event = &e->pub;
+    return 0;
+  }
 }
 
 IBEMU_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
