@@ -59,6 +59,13 @@ void stop_resending(CmId* id) {
 
 void on_give_up(Library& lib, CmId* id);
 
+void send_rtu(Library& lib, CmId* id) {
+  cm::Rtu rtu;
+  rtu.set_local_comm_id(id->local_comm_id);
+  rtu.set_remote_comm_id(id->remote_comm_id);
+  send_to_peer(lib, id, cm::build_mad(cm::Attr::kRtu, id->tid, rtu));
+}
+
 /// Sends a MAD that waits for an answer, and resends it until one comes.
 void send_awaiting_answer(Library& lib, CmId* id, std::vector<uint8_t> mad) {
   id->pending_mad = std::move(mad);
@@ -66,7 +73,6 @@ void send_awaiting_answer(Library& lib, CmId* id, std::vector<uint8_t> mad) {
   id->retry_interval = cm_timeout(kCmResponseTimeout);
   send_to_peer(lib, id, id->pending_mad);
   uint64_t generation = ++id->timer_generation;
-  std::function<void()> tick;
   auto rearm = std::make_shared<std::function<void()>>();
   *rearm = [&lib, id, generation, rearm] {
     if (id->timer_generation != generation || id->pending_mad.empty()) return;
@@ -122,25 +128,27 @@ void send_drep(Library& lib, CmId* id, uint64_t tid) {
   send_to_peer(lib, id, cm::build_mad(cm::Attr::kDrep, tid, drep));
 }
 
+/// IBA 12.9.7: a REQ or REP never answered is rejected with reason
+/// Timeout, and the attempt is over.
+void unanswered(Library& lib, CmId* id, cm::MessageKind kind, IdState next) {
+  send_to_peer(lib, id, make_rej(id, kind, cm::RejectReason::kTimeout));
+  qp_to_error(id);
+  id->state = next;
+  post_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+}
+
 void on_give_up(Library& lib, CmId* id) {
   id->pending_mad.clear();
   switch (id->state) {
     case IdState::kReqSent:
-      // IBA 12.9.7: a REQ never answered is rejected with reason Timeout.
-      send_to_peer(lib, id, make_rej(id, cm::MessageKind::kReq, cm::RejectReason::kTimeout));
-      qp_to_error(id);
-      id->state = IdState::kRouteResolved;
-      post_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      unanswered(lib, id, cm::MessageKind::kReq, IdState::kRouteResolved);
       break;
     case IdState::kSidrReqSent:
       id->state = IdState::kRouteResolved;
       post_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
       break;
     case IdState::kRepSent:
-      send_to_peer(lib, id, make_rej(id, cm::MessageKind::kRep, cm::RejectReason::kTimeout));
-      qp_to_error(id);
-      id->state = IdState::kIdle;
-      post_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      unanswered(lib, id, cm::MessageKind::kRep, IdState::kIdle);
       break;
     case IdState::kDreqSent:
       disconnected(lib, id);  // no DREP: the peer is gone, the connection too
@@ -251,10 +259,7 @@ void on_rep(Library& lib, CmId* id, const uint8_t* mad) {
   auto rep = cm::parse_message<cm::Rep>(mad);
   if (id->state == IdState::kEstablished) {
     // Our RTU was lost: the REP came again.
-    cm::Rtu rtu;
-    rtu.set_local_comm_id(id->local_comm_id);
-    rtu.set_remote_comm_id(id->remote_comm_id);
-    send_to_peer(lib, id, cm::build_mad(cm::Attr::kRtu, id->tid, rtu));
+    send_rtu(lib, id);
     return;
   }
   if (id->state != IdState::kReqSent) return;
@@ -274,10 +279,7 @@ void on_rep(Library& lib, CmId* id, const uint8_t* mad) {
       post_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -errno);
       return;
     }
-    cm::Rtu rtu;
-    rtu.set_local_comm_id(id->local_comm_id);
-    rtu.set_remote_comm_id(id->remote_comm_id);
-    send_to_peer(lib, id, cm::build_mad(cm::Attr::kRtu, id->tid, rtu));
+    send_rtu(lib, id);
     id->state = IdState::kEstablished;
     event_type = RDMA_CM_EVENT_ESTABLISHED;
   } else {
@@ -674,10 +676,7 @@ IBEMU_EXPORT int rdma_establish(rdma_cm_id* pub) {
   std::lock_guard<std::mutex> lock(lib->mu);
   CmId* id = from_pub(pub);
   if (id->state != IdState::kRepReceived) return fail(EINVAL);
-  cm::Rtu rtu;
-  rtu.set_local_comm_id(id->local_comm_id);
-  rtu.set_remote_comm_id(id->remote_comm_id);
-  send_to_peer(*lib, id, cm::build_mad(cm::Attr::kRtu, id->tid, rtu));
+  send_rtu(*lib, id);
   id->state = IdState::kEstablished;
   return 0;
 }
