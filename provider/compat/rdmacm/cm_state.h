@@ -73,6 +73,8 @@ struct Event {
 
 struct Channel {
   rdma_event_channel pub{};  // pub.fd: an eventfd counting the queued events
+  int readers = 0;           // threads inside rdma_get_cm_event
+  bool destroyed = false;    // destroyed while a thread was reading it
   std::deque<Event*> queue;
   bool internal = false;  // made for a synchronous id,
   CmId* owner = nullptr;  // which owns it (ids of its connect requests use it too)

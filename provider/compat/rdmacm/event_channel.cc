@@ -103,7 +103,19 @@ IBEMU_EXPORT rdma_event_channel* rdma_create_event_channel(void) {
 }
 
 IBEMU_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
-  if (channel) delete_channel(from_pub(channel));
+  if (!channel) return;
+  Library* lib;
+  if (Library::get(&lib) != 0) return;
+  std::lock_guard<std::mutex> lock(lib->mu);
+  Channel* ch = from_pub(channel);
+  // A thread blocked reading the kernel's channel stays blocked when it is
+  // closed: keep this one (and its fd) for such a thread instead of waking
+  // it with an error.
+  if (ch->readers) {
+    ch->destroyed = true;
+    return;
+  }
+  delete_channel(ch);
 }
 
 IBEMU_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
@@ -112,11 +124,20 @@ IBEMU_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
   if (int err = Library::get(&lib)) return fail(err);
   Channel* ch = from_pub(channel);
   for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(lib->mu);
+      ch->readers++;
+    }
     uint64_t one;
     ssize_t n = ::read(channel->fd, &one, sizeof one);
+    std::unique_lock<std::mutex> lock(lib->mu);
+    ch->readers--;
+    if (ch->destroyed) {
+      lock.unlock();
+      for (;;) pause();  // as on a closed kernel channel: blocked for good
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n != sizeof one) return -1;  // EAGAIN on a non-blocking channel
-    std::unique_lock<std::mutex> lock(lib->mu);
     if (ch->queue.empty()) {
       // Its event went with its id, destroyed while this thread woke up:
       // wait for the next one, as a real channel would never have shown it.
