@@ -27,6 +27,10 @@ class CmPortSpace {
   void release_all(uint64_t session);
   const std::vector<CmPortBinding>& bindings() const { return bindings_; }
 
+  /// RDMA_PS_TCP, UDP, IB or IPOIB: rdma_create_id takes no other.
+  static bool known_port_space(int ps) {
+    return ps == 0x106 || ps == 0x111 || ps == 0x13f || ps == 0x2;
+  }
   /// Linux's default ip_local_port_range.
   static constexpr uint16_t kEphemeralFirst = 32768, kEphemeralLast = 60999;
 

@@ -136,6 +136,8 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
 }
 
 void Daemon::on_session_closed(const SessionInfo& s) {
+  // A session may bind rdma_cm ports without saying hello first.
+  cm_ports_.release_all(s.id);
   auto it = clients_.find(s.id);
   if (it == clients_.end()) return;
   Client& c = it->second;
@@ -145,7 +147,6 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   capture_.end_all(s.id);
   xrcds_.close_all(s.id);
   srqns_.release_all(s.id);
-  cm_ports_.release_all(s.id);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
@@ -260,7 +261,9 @@ Json Daemon::do_status() {
                    {"unsolicited_responses", m.unsolicited_responses},
                    {"unreachable", m.unreachable},
                    {"malformed", m.malformed},
-                   {"timeouts", m.timeouts}};
+                   {"timeouts", m.timeouts},
+                   {"cm_routed", m.cm_routed},
+                   {"cm_unmatched", m.cm_unmatched}};
   return reply;
 }
 

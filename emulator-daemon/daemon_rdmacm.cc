@@ -10,10 +10,12 @@ namespace ibemu {
 
 std::array<uint8_t, 16> Daemon::port_gid(PortRef port) const {
   std::array<uint8_t, 16> gid{};
-  const uint64_t guid = subnet_.port(port).port_guid;
+  // The prefix the SM set in PortInfo, as sysfs gids/0 shows it: an SM may
+  // configure another than the config's.
+  const PortAttributes a = subnet_.port(port);
   for (int i = 0; i < 8; ++i) {
-    gid[size_t(i)] = uint8_t(config_.subnet_prefix >> (56 - 8 * i));
-    gid[size_t(8 + i)] = uint8_t(guid >> (56 - 8 * i));
+    gid[size_t(i)] = uint8_t(a.subnet_prefix >> (56 - 8 * i));
+    gid[size_t(8 + i)] = uint8_t(a.port_guid >> (56 - 8 * i));
   }
   return gid;
 }
@@ -59,6 +61,8 @@ Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
   const int ps = req.at("ps").get<int>();
   const std::string ip = IpAddresses::canonical(req.at("ip").get<std::string>());
   const int port = req.at("port").get<int>();
+  if (!CmPortSpace::known_port_space(ps))
+    return error_reply(EINVAL, fmt::format("unknown rdma_cm port space {:#x}", ps));
   if (ip.empty() || port < 0 || port > 65535) return error_reply(EINVAL, "bad address or port");
   if (!bind) {
     if (!cm_ports_.unbind(s.id, ps, ip, uint16_t(port)))

@@ -167,9 +167,11 @@ void MadRouter::send(UmadClientId client, const uint8_t* msg, size_t len, Clock:
   const ib_user_mad_hdr hdr = header_of(msg);
   UmadMessage out(msg, msg + len);
   uint8_t* m = out.data() + kUmadHeaderSize;
-  // A CM endpoint's TransactionIDs are the CM's own, as the kernel's CM
-  // chooses them; other requests get the agent's upper half.
-  if (!is_response(m) && !sender->cm_tag) {
+  // The TransactionIDs of a CM endpoint's Sends are the CM's own, as the
+  // kernel's CM chooses them; other requests (a ClassPortInfo Get) get the
+  // agent's upper half so that their responses find their way back.
+  const bool cm_send = sender->cm_tag && m[3] == uint8_t(mad::Method::kSend);
+  if (!is_response(m) && !cm_send) {
     // The MAD layer owns the TransactionID's upper half: it names the agent
     // that the response must come back to.
     mad::store_be32(m + 8, sender->hi_tid);
@@ -246,7 +248,10 @@ void MadRouter::arrive_cm(PortRef port, const Source& src, const uint8_t* mad, s
     const uint64_t service_id = mad::load_be64(mad + 32);  // same place in both
     for (const CmListen& l : cm_listens_) {
       if (!(l.port == port) || ((l.service_id ^ service_id) & l.mask) != 0) continue;
-      if (const Agent* a = cm_endpoint(port, l.client)) return give(*a, src, mad, len);
+      if (const Agent* a = cm_endpoint(port, l.client)) {
+        ++counters_.cm_routed;
+        return give(*a, src, mad, len);
+      }
     }
     return answer_cm(port, src, mad);
   }
@@ -254,8 +259,12 @@ void MadRouter::arrive_cm(PortRef port, const Source& src, const uint8_t* mad, s
   // the RequestID it answers.
   const uint32_t receiver =
       attr == cm::Attr::kSidrRep ? mad::load_be32(mad + 24) : mad::load_be32(mad + 28);
-  for (const Agent& a : agents_)
-    if (a.cm_tag && a.cm_tag == receiver >> 16 && a.port == port) return give(a, src, mad, len);
+  for (const Agent& a : agents_) {
+    if (a.cm_tag && a.cm_tag == receiver >> 16 && a.port == port) {
+      ++counters_.cm_routed;
+      return give(a, src, mad, len);
+    }
+  }
   answer_cm(port, src, mad);
 }
 

@@ -66,6 +66,7 @@ struct MadRouterCounters {
   uint64_t unreachable = 0;  // DLID of no active port, port not active
   uint64_t malformed = 0;
   uint64_t timeouts = 0;
+  uint64_t cm_routed = 0;     // CM messages handed to an endpoint
   uint64_t cm_unmatched = 0;  // CM messages for no endpoint or listener
 };
 

@@ -318,6 +318,10 @@ int cmd_status(const Options& o) {
         m["timeouts"].get<uint64_t>(), m["unreachable"].get<uint64_t>(),
         m["unmatched_requests"].get<uint64_t>(), m["unsolicited_responses"].get<uint64_t>(),
         m["malformed"].get<uint64_t>());
+    if (m.contains("cm_routed"))
+      std::cout << fmt::format(
+          "CM MADs: routed to processes {}  answered or dropped by the daemon {}\n",
+          m["cm_routed"].get<uint64_t>(), m["cm_unmatched"].get<uint64_t>());
   }
   return 0;
 }

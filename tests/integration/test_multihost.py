@@ -268,6 +268,19 @@ def test_each_host_resolves_the_others_addresses(lab):
     assert "event RDMA_CM_EVENT_REJECTED status 8" in r.stdout, r.stdout
 
 
+def test_resolve_ip_names_the_gid_another_host_announced(lab):
+    from test_control_socket import connect, request
+    a, b = lab.hosts[0], lab.hosts[1]
+    theirs = {x["ipv4"]: x["gid"] for x in b.status()["ip_addresses"]}
+    s = connect(a)
+    for ip, gid in theirs.items():
+        assert request(s, {"op": "resolve_ip", "ip": ip}) == {"ok": True, "gid": gid,
+                                                               "local": False}, a.logs()
+    mine = request(s, {"op": "resolve_ip", "ip": cm_address(a, 2)})
+    assert mine["local"] and mine["port"] == 2, mine
+    s.close()
+
+
 @pytest.mark.parametrize("tool,port,ps,server_args,client_args", [
     ("rping", 7110, 0x106, ["-s", "-a", "{a}", "-p", "7110", "-C", "50", "-V"],
      ["-c", "-a", "{a}", "-p", "7110", "-C", "50", "-V"]),

@@ -50,9 +50,11 @@ class CmRoutingTest : public ::testing::Test {
     return e;
   }
 
-  void send(UmadClientId c, uint32_t agent, uint16_t dlid, const std::vector<uint8_t>& mad) {
+  void send(UmadClientId c, uint32_t agent, uint16_t dlid, const std::vector<uint8_t>& mad,
+            uint32_t timeout_ms = 0) {
     ib_user_mad_hdr h{};
     h.id = agent;
+    h.timeout_ms = timeout_ms;
     h.lid = htons(dlid);
     h.qpn = htonl(1);
     UmadMessage msg(sizeof h + mad.size());
@@ -96,6 +98,7 @@ TEST_F(CmRoutingTest, RequestGoesToTheListenerOfItsServiceId) {
   ASSERT_EQ(got_.size(), 1u);
   EXPECT_EQ(got_[0].first, kClient);
   EXPECT_EQ(cm::parse_message<cm::Rep>(mad_of(got_[0].second)).local_comm_id(), server.base | 5);
+  EXPECT_EQ(router_.counters().cm_routed, 2u);
 }
 
 TEST_F(CmRoutingTest, RequestNobodyListensForIsRejectedWithInvalidServiceId) {
@@ -139,6 +142,46 @@ TEST_F(CmRoutingTest, DreqForAGoneConnectionGetsADrep) {
   EXPECT_EQ(router_.counters().cm_unmatched, 1u);
 }
 
+TEST_F(CmRoutingTest, SidrReplyGoesToTheEndpointOfItsRequestId) {
+  Endpoint server = endpoint(kServer, kServerPort), client = endpoint(kClient, kClientPort);
+  cm::SidrRep rep;
+  rep.set_request_id(client.base | 4);
+  send(kServer, server.agent, lid(kClientPort), cm::build_mad(cm::Attr::kSidrRep, 6, rep));
+  ASSERT_EQ(got_.size(), 1u);
+  EXPECT_EQ(got_[0].first, kClient);
+  EXPECT_EQ(router_.counters().cm_routed, 1u);
+}
+
+TEST_F(CmRoutingTest, MessagesForNoConnectionAreDroppedAndCounted) {
+  Endpoint server = endpoint(kServer, kServerPort);
+  endpoint(kClient, kClientPort);
+  cm::Rtu rtu;
+  rtu.set_local_comm_id(server.base | 1);
+  rtu.set_remote_comm_id(0x7777aaaa);
+  send(kServer, server.agent, lid(kClientPort), cm::build_mad(cm::Attr::kRtu, 8, rtu));
+  EXPECT_TRUE(got_.empty());
+  EXPECT_EQ(router_.counters().cm_unmatched, 1u);
+  EXPECT_EQ(router_.counters().cm_routed, 0u);
+}
+
+TEST_F(CmRoutingTest, ClassPortInfoGetIsAnsweredUnsupported) {
+  Endpoint client = endpoint(kClient, kClientPort);
+  endpoint(kServer, kServerPort);
+  std::vector<uint8_t> get(mad::kMadSize);
+  get[0] = 1;  // base version
+  get[1] = uint8_t(mad::MgmtClass::kCommMgt);
+  get[2] = cm::kClassVersion;
+  get[3] = uint8_t(mad::Method::kGet);
+  mad::store_be16(get.data() + 16, 0x0001);  // ClassPortInfo
+  send(kClient, client.agent, lid(kServerPort), get, /*timeout_ms=*/100);
+  ASSERT_EQ(got_.size(), 1u);
+  const uint8_t* m = mad_of(got_[0].second);
+  EXPECT_EQ(m[3], uint8_t(mad::Method::kGetResp));
+  EXPECT_EQ(mad::load_be16(m + 4), uint16_t(mad::MadStatus::kUnsupportedMethodAttr));
+  EXPECT_EQ(router_.counters().unmatched_requests, 1u);
+  EXPECT_EQ(router_.counters().cm_unmatched, 0u);
+}
+
 TEST_F(CmRoutingTest, ListensOnAPortAreExclusiveAndGoWithTheFile) {
   endpoint(kServer, kServerPort);
   endpoint(kOther, kServerPort);
@@ -164,6 +207,8 @@ TEST(CmPortSpaceTest, WildcardsConflictWithEverythingSpecificAddressesOnlyWithTh
   EXPECT_EQ(ports.bind(4, 0x106, "0.0.0.0", 7000), 7000);
   EXPECT_TRUE(ports.unbind(4, 0x106, "0.0.0.0", 7000));
   EXPECT_FALSE(ports.unbind(4, 0x106, "0.0.0.0", 7000));
+  EXPECT_TRUE(CmPortSpace::known_port_space(0x13f));
+  EXPECT_FALSE(CmPortSpace::known_port_space(0x107));
 }
 
 TEST(PortAddressConfigTest, DefaultsCountPortsAndTheFabricAddressNamesTheHost) {
