@@ -59,15 +59,23 @@ int ibemu_core_poll_cq(struct ibemu_core_cq* cq, int n, struct ibv_wc* wc);
 int ibemu_core_req_notify_cq(struct ibemu_core_cq* cq, int solicited_only);
 int ibemu_core_resize_cq(struct ibemu_core_cq* cq, int cqe);
 
+/* A QP of the Dynamically Connected transport (mlx5dv's DC; attr->qp_type
+ * is IBV_QPT_DRIVER for them). */
+enum ibemu_core_dc_type { IBEMU_CORE_DCI = 1, IBEMU_CORE_DCT = 2 };
+struct ibemu_core_dc {
+  enum ibemu_core_dc_type type;
+  uint64_t dct_access_key; /* DCT only */
+};
+
 /* Validates the attributes (caps are updated to what was granted) and
  * allocates the QP number through the daemon. `ibqp` is the libibverbs object
- * its async events name. */
+ * its async events name; `dc` is NULL but for DC QPs. */
 struct ibemu_core_qp* ibemu_core_create_qp(struct ibemu_core_context* ctx, struct ibv_qp* ibqp,
                                            struct ibv_qp_init_attr_ex* attr, uint32_t pd,
                                            struct ibemu_core_cq* send_cq,
                                            struct ibemu_core_cq* recv_cq,
-                                           struct ibemu_core_srq* srq, uint32_t xrcd, uint32_t* qpn,
-                                           int* err);
+                                           struct ibemu_core_srq* srq, uint32_t xrcd,
+                                           const struct ibemu_core_dc* dc, uint32_t* qpn, int* err);
 
 /* Shared receive queues. `srq` is the libibverbs object its limit event names;
  * attr->max_wr / max_sge are raised to what was granted. */
@@ -147,6 +155,9 @@ void ibemu_core_wr_set_inline(struct ibemu_core_wr_builder* b, const struct ibv_
 void ibemu_core_wr_set_ud_addr(struct ibemu_core_wr_builder* b, const struct ibemu_ah* ah,
                                uint32_t remote_qpn, uint32_t remote_qkey);
 void ibemu_core_wr_set_xrc_srqn(struct ibemu_core_wr_builder* b, uint32_t remote_srqn);
+/* A DCI's WR: its target DCT (mlx5dv_wr_set_dc_addr). */
+void ibemu_core_wr_set_dc_addr(struct ibemu_core_wr_builder* b, const struct ibemu_ah* ah,
+                               uint32_t remote_dctn, uint64_t remote_dc_key);
 /* Posts the region's WRs; 0 or the errno of the first bad WR. */
 int ibemu_core_wr_complete(struct ibemu_core_wr_builder* b);
 void ibemu_core_wr_abort(struct ibemu_core_wr_builder* b);

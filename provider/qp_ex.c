@@ -91,6 +91,20 @@ static void wr_set_xrc_srqn(struct ibv_qp_ex* qpx, uint32_t remote_srqn) {
   ibemu_core_wr_set_xrc_srqn(wrb(qpx), remote_srqn);
 }
 
+/* DCI: the WR's target DCT. DCI streams are a ConnectX scheduling hint;
+ * ibemu runs every stream in order on the one DCI, which they allow. */
+static void wr_set_dc_addr(struct mlx5dv_qp_ex* mqp, struct ibv_ah* ah, uint32_t remote_dctn,
+                           uint64_t remote_dc_key) {
+  struct ibemu_qp* qp = IBEMU_CONTAINER_OF(mqp, struct ibemu_qp, dv);
+  ibemu_core_wr_set_dc_addr(qp->wr, (const struct ibemu_ah*)ah, remote_dctn, remote_dc_key);
+}
+
+static void wr_set_dc_addr_stream(struct mlx5dv_qp_ex* mqp, struct ibv_ah* ah, uint32_t remote_dctn,
+                                  uint64_t remote_dc_key, uint16_t stream_id) {
+  (void)stream_id;
+  wr_set_dc_addr(mqp, ah, remote_dctn, remote_dc_key);
+}
+
 static void wr_set_sge(struct ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
   struct ibv_sge sge = {.addr = addr, .length = length, .lkey = lkey};
   ibemu_core_wr_set_sges(wrb(qpx), &sge, 1);
@@ -140,6 +154,10 @@ int ibemu_qp_ex_init(struct ibemu_qp* qp, const struct ibv_qp_init_attr_ex* attr
   if (ops & IBV_QP_EX_WITH_BIND_MW) qpx->wr_bind_mw = wr_bind_mw;
   if (attr->qp_type == IBV_QPT_UD) qpx->wr_set_ud_addr = wr_set_ud_addr;
   if (attr->qp_type == IBV_QPT_XRC_SEND) qpx->wr_set_xrc_srqn = wr_set_xrc_srqn;
+  if (qp->dc_type == IBEMU_CORE_DCI) {
+    qp->dv.wr_set_dc_addr = wr_set_dc_addr;
+    qp->dv.wr_set_dc_addr_stream = wr_set_dc_addr_stream;
+  }
   qpx->wr_set_sge = wr_set_sge;
   qpx->wr_set_sge_list = wr_set_sge_list;
   qpx->wr_set_inline_data = wr_set_inline_data;

@@ -7,6 +7,7 @@
 #ifndef IBEMU_VERBS_OBJECTS_H
 #define IBEMU_VERBS_OBJECTS_H
 
+#include <infiniband/mlx5dv.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -42,6 +43,10 @@ struct ibemu_qp {
   struct ibemu_core_qp* core;
   /* QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS only (qp_ex.c). */
   struct ibemu_core_wr_builder* wr;
+  /* DC QPs (mlx5dv_create_qp): enum ibemu_core_dc_type, 0 for others; a
+   * DCI's mlx5dv_qp_ex (wr_set_dc_addr) for mlx5dv_qp_ex_from_ibv_qp_ex. */
+  int dc_type;
+  struct mlx5dv_qp_ex dv;
 };
 
 struct ibemu_srq {
@@ -73,6 +78,12 @@ static inline struct ibemu_qp* to_qp(struct ibv_qp* q) {
 static inline struct ibemu_qp* to_qp_ex(struct ibv_qp_ex* q) {
   return IBEMU_CONTAINER_OF(q, struct ibemu_qp, vqp.qp_ex);
 }
+
+/* verbs_provider.c: whether `device` is one of ibemu's, and QP creation
+ * with the DC attributes of mlx5dv_create_qp (dc NULL for other QPs). */
+bool ibemu_owns_device(struct ibv_device* device);
+struct ibv_qp* ibemu_create_qp_with(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr,
+                                    const struct ibemu_core_dc* dc);
 
 /* qp_ex.c: the ibv_wr_* API. ibemu_qp_ex_check refuses send_ops_flags the
  * device does not offer for the QP type (before anything is allocated);

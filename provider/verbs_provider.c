@@ -399,7 +399,8 @@ static int ibemu_resize_cq(struct ibv_cq* cq, int cqe) {
   return err;
 }
 
-static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr) {
+struct ibv_qp* ibemu_create_qp_with(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr,
+                                    const struct ibemu_core_dc* dc) {
   struct ibemu_qp* qp;
   uint32_t qpn;
   int err;
@@ -436,16 +437,18 @@ static struct ibv_qp* create_qp_common(struct ibv_context* c, struct ibv_qp_init
     errno = ENOMEM;
     return NULL;
   }
-  qp->core = ibemu_core_create_qp(
-      to_ctx(c)->core, &qp->vqp.qp, attr, xrc_recv ? 0 : to_pd(attr->pd)->id,
-      attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
-      attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL,
-      attr->srq ? ((struct ibemu_srq*)attr->srq)->core : NULL, xrc_recv ? xrcd->id : 0, &qpn, &err);
+  qp->core =
+      ibemu_core_create_qp(to_ctx(c)->core, &qp->vqp.qp, attr, xrc_recv ? 0 : to_pd(attr->pd)->id,
+                           attr->send_cq ? to_cq(attr->send_cq)->core : NULL,
+                           attr->recv_cq ? to_cq(attr->recv_cq)->core : NULL,
+                           attr->srq ? ((struct ibemu_srq*)attr->srq)->core : NULL,
+                           xrc_recv ? xrcd->id : 0, dc, &qpn, &err);
   if (!qp->core) {
     free(qp);
     errno = err;
     return NULL;
   }
+  qp->dc_type = dc ? dc->type : 0;
   if (qp_ex && (err = ibemu_qp_ex_init(qp, attr))) {
     ibemu_core_destroy_qp(qp->core);
     free(qp);
@@ -532,13 +535,13 @@ static struct ibv_qp* ibemu_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr
   ex.sq_sig_all = attr->sq_sig_all;
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
-  qp = create_qp_common(pd->context, &ex);
+  qp = ibemu_create_qp_with(pd->context, &ex, NULL);
   if (qp) attr->cap = ex.cap;
   return qp;
 }
 
 static struct ibv_qp* ibemu_create_qp_ex(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr) {
-  return create_qp_common(c, attr);
+  return ibemu_create_qp_with(c, attr, NULL);
 }
 
 static int ibemu_destroy_qp(struct ibv_qp* ibqp) {
@@ -657,6 +660,10 @@ static const struct verbs_device_ops ibemu_dev_ops = {
     .alloc_device = ibemu_alloc_device,
     .uninit_device = ibemu_uninit_device,
 };
+
+bool ibemu_owns_device(struct ibv_device* device) {
+  return device && IBEMU_CONTAINER_OF(device, struct verbs_device, device)->ops == &ibemu_dev_ops;
+}
 
 static __attribute__((constructor)) void ibemu_register_driver(void) {
   verbs_register_driver_34(&ibemu_dev_ops);

@@ -102,6 +102,7 @@ uint64_t ibemu_core_wr_ops_supported(ibv_qp_type qp_type) {
   switch (qp_type) {
     case IBV_QPT_RC:
     case IBV_QPT_XRC_SEND:
+    case IBV_QPT_DRIVER:  // a DCI: RC's operations (a DCT has no send queue)
       return kRcOps;
     case IBV_QPT_UC:
       return kUcOps;
@@ -186,6 +187,16 @@ void ibemu_core_wr_set_ud_addr(ibemu_core_wr_builder* b, const ibemu_ah* ah, uin
 
 void ibemu_core_wr_set_xrc_srqn(ibemu_core_wr_builder* b, uint32_t remote_srqn) {
   if (SendWqe* w = current(b)) w->remote_srqn = remote_srqn & 0xffffff;
+}
+
+void ibemu_core_wr_set_dc_addr(ibemu_core_wr_builder* b, const ibemu_ah* ah, uint32_t remote_dctn,
+                               uint64_t remote_dc_key) {
+  SendWqe* w = current(b);
+  if (!w) return;
+  if (!ah) return fail(b, EINVAL);
+  w->av = provider::to_av(ah->attr);
+  w->remote_qpn = remote_dctn & 0xffffff;
+  w->dc_key = remote_dc_key;
 }
 
 void ibemu_core_wr_set_inline(ibemu_core_wr_builder* b, const ibv_data_buf* bufs, size_t num_buf) {

@@ -357,10 +357,18 @@ int ibemu_core_resize_cq(ibemu_core_cq* cq, int cqe) {
 
 ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_init_attr_ex* attr,
                                     uint32_t pd, ibemu_core_cq* send_cq, ibemu_core_cq* recv_cq,
-                                    ibemu_core_srq* srq, uint32_t xrcd, uint32_t* qpn, int* err) {
+                                    ibemu_core_srq* srq, uint32_t xrcd, const ibemu_core_dc* dc,
+                                    uint32_t* qpn, int* err) {
   *err = 0;
   QpType type;
   switch (attr->qp_type) {
+    case IBV_QPT_DRIVER:
+      if (!dc) {
+        *err = EINVAL;
+        return nullptr;
+      }
+      type = dc->type == IBEMU_CORE_DCT ? QpType::kDct : QpType::kDci;
+      break;
     case IBV_QPT_RC:
       type = QpType::kRc;
       break;
@@ -387,7 +395,10 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   // no CQ, PD or receive queue but an XRC domain.
   if (type == QpType::kXrcRecv) {
     if (!xrcd) *err = EINVAL;
-  } else if (!send_cq || (!recv_cq && type != QpType::kXrcSend)) {
+  } else if (type == QpType::kDct) {
+    // A DCT receives into an SRQ only and completes on its receive CQ.
+    if (!srq || !recv_cq) *err = EINVAL;
+  } else if (!send_cq || (!recv_cq && type != QpType::kXrcSend && type != QpType::kDci)) {
     *err = EINVAL;
   }
   ibv_qp_cap& cap = attr->cap;
@@ -427,6 +438,7 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   q->init.max_recv_sge = cap.max_recv_sge;
   q->init.max_inline_data = cap.max_inline_data;
   q->init.sq_sig_all = attr->sq_sig_all;
+  q->init.dct_access_key = dc ? dc->dct_access_key : 0;
   q->init.block_self_multicast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
                                  (attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   q->send_cq = send_cq;

@@ -13,7 +13,7 @@
 namespace ibemu::wire {
 namespace {
 
-enum Ext { kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kXrceth };
+enum Ext { kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kXrceth, kDceth };
 
 struct Expected {
   Opcode op;
@@ -84,6 +84,29 @@ const std::vector<Expected>& spec_opcodes() {
       {static_cast<Opcode>(0xb4), "XRC_FETCH_ADD", {kXrceth, kAtomicEth}, false},
       {static_cast<Opcode>(0xb6), "XRC_SEND_LAST_INV", {kXrceth, kIeth}, true},
       {static_cast<Opcode>(0xb7), "XRC_SEND_ONLY_INV", {kXrceth, kIeth}, true},
+      {static_cast<Opcode>(0xc0), "DC_SEND_FIRST", {kDceth}, true},
+      {static_cast<Opcode>(0xc1), "DC_SEND_MIDDLE", {kDceth}, true},
+      {static_cast<Opcode>(0xc2), "DC_SEND_LAST", {kDceth}, true},
+      {static_cast<Opcode>(0xc3), "DC_SEND_LAST_IMM", {kDceth, kImmDt}, true},
+      {static_cast<Opcode>(0xc4), "DC_SEND_ONLY", {kDceth}, true},
+      {static_cast<Opcode>(0xc5), "DC_SEND_ONLY_IMM", {kDceth, kImmDt}, true},
+      {static_cast<Opcode>(0xc6), "DC_RDMA_WRITE_FIRST", {kDceth, kReth}, true},
+      {static_cast<Opcode>(0xc7), "DC_RDMA_WRITE_MIDDLE", {kDceth}, true},
+      {static_cast<Opcode>(0xc8), "DC_RDMA_WRITE_LAST", {kDceth}, true},
+      {static_cast<Opcode>(0xc9), "DC_RDMA_WRITE_LAST_IMM", {kDceth, kImmDt}, true},
+      {static_cast<Opcode>(0xca), "DC_RDMA_WRITE_ONLY", {kDceth, kReth}, true},
+      {static_cast<Opcode>(0xcb), "DC_RDMA_WRITE_ONLY_IMM", {kDceth, kReth, kImmDt}, true},
+      {static_cast<Opcode>(0xcc), "DC_RDMA_READ_REQUEST", {kDceth, kReth}, false},
+      {static_cast<Opcode>(0xcd), "DC_RDMA_READ_RESPONSE_FIRST", {kAeth}, true},
+      {static_cast<Opcode>(0xce), "DC_RDMA_READ_RESPONSE_MIDDLE", {}, true},
+      {static_cast<Opcode>(0xcf), "DC_RDMA_READ_RESPONSE_LAST", {kAeth}, true},
+      {static_cast<Opcode>(0xd0), "DC_RDMA_READ_RESPONSE_ONLY", {kAeth}, true},
+      {static_cast<Opcode>(0xd1), "DC_ACKNOWLEDGE", {kAeth}, false},
+      {static_cast<Opcode>(0xd2), "DC_ATOMIC_ACKNOWLEDGE", {kAeth, kAtomicAckEth}, false},
+      {static_cast<Opcode>(0xd3), "DC_COMPARE_SWAP", {kDceth, kAtomicEth}, false},
+      {static_cast<Opcode>(0xd4), "DC_FETCH_ADD", {kDceth, kAtomicEth}, false},
+      {static_cast<Opcode>(0xd6), "DC_SEND_LAST_INV", {kDceth, kIeth}, true},
+      {static_cast<Opcode>(0xd7), "DC_SEND_ONLY_INV", {kDceth, kIeth}, true},
   };
   return v;
 }
@@ -106,6 +129,8 @@ uint8_t size_of(Ext e) {
       return 4;
     case kXrceth:
       return 4;
+    case kDceth:
+      return 16;
   }
   return 0;
 }
@@ -128,13 +153,15 @@ uint8_t offset_in(const OpcodeInfo& i, Ext e) {
       return i.ieth_off;
     case kXrceth:
       return i.xrceth_off;
+    case kDceth:
+      return i.dceth_off;
   }
   return kNoHeader;
 }
 
 uint32_t flag_of(Ext e) {
-  const uint32_t f[] = {kHasDeth,         kHasReth,  kHasAtomicEth, kHasAeth,
-                        kHasAtomicAckEth, kHasImmDt, kHasIeth,      kHasXrceth};
+  const uint32_t f[] = {kHasDeth,  kHasReth, kHasAtomicEth, kHasAeth, kHasAtomicAckEth,
+                        kHasImmDt, kHasIeth, kHasXrceth,    kHasDceth};
   return f[e];
 }
 
@@ -154,7 +181,7 @@ TEST(WireOpcode, GivenSpecOpcodeListExpectEachValidWithSpecLayout) {
       off = static_cast<uint8_t>(off + size_of(x));
     }
     EXPECT_EQ(info.ext_len, off);
-    for (int x = kDeth; x <= kXrceth; ++x) {
+    for (int x = kDeth; x <= kDceth; ++x) {
       bool listed = false;
       for (Ext y : e.headers) listed |= y == x;
       if (!listed) {
@@ -180,7 +207,7 @@ TEST(WireOpcode, GivenAll256OpcodesExpectOnlyTheSpecListValid) {
     }
     valid += info.valid;
   }
-  EXPECT_EQ(valid, 37 + 23);
+  EXPECT_EQ(valid, 37 + 23 + 23);
   EXPECT_STREQ(opcode_info(0x40).name, "RD_SEND_FIRST");
   EXPECT_STREQ(opcode_info(0x81).name, "CNP");
   EXPECT_STREQ(opcode_info(0xff).name, "INVALID");
@@ -213,6 +240,7 @@ TEST(WireOpcode, GivenValidOpcodesExpectConsistentClassification) {
     // UD carries a DETH, nothing else does; XRC requests an XRCETH.
     EXPECT_EQ((f & kHasDeth) != 0, info.transport == Transport::kUd);
     EXPECT_EQ((f & kHasXrceth) != 0, info.transport == Transport::kXrc && (f & kIsRequest));
+    EXPECT_EQ((f & kHasDceth) != 0, info.transport == Transport::kDc && (f & kIsRequest));
     EXPECT_LE(info.ext_len, kMaxExtLen);
   }
   EXPECT_TRUE(opcode_info(Opcode::kRcSendOnly).has(kIsOnly));
@@ -225,6 +253,7 @@ TEST(WireOpcode, GivenTransportsExpectNames) {
   EXPECT_STREQ(to_string(Transport::kRd), "RD");
   EXPECT_STREQ(to_string(Transport::kUd), "UD");
   EXPECT_STREQ(to_string(Transport::kXrc), "XRC");
+  EXPECT_STREQ(to_string(Transport::kDc), "DC");
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace ibemu::engine {
 
 void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
   if (!reliable() || !sq_can_send()) return;
-  if (pkt.lrh().slid() != attr_.ah.dlid) return;
+  if (pkt.lrh().slid() != peer_.av.dlid) return;
   const uint32_t psn = pkt.bth().psn();
   if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
   const uint32_t flags = pkt.info->flags;

@@ -9,6 +9,9 @@
 namespace ibemu::engine {
 
 Qp::Qp(const QpInit& init, const QpEnv& env) : init_(init), env_(env) {
+  // A DCI numbers its connections from the clock, so a DCI created again
+  // under the same number is not taken for its predecessor (dc_initiator.cc).
+  dci_last_connection_ = static_cast<uint32_t>(now_ns() / 1000);
   attr_.max_send_wr = init.max_send_wr;
   attr_.max_recv_wr = init.max_recv_wr;
   attr_.max_send_sge = init.max_send_sge;
@@ -42,6 +45,8 @@ void Qp::reset_transport_state() noexcept {
   fwd_.seq = seq;
   sq_.reset(init_.max_send_wr);
   rq_.reset(init_.max_recv_wr);
+  dci_ = DcInitiator{};
+  dct_forget_connections();
 }
 
 int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
@@ -62,13 +67,18 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
   if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
   if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
-  if ((mask & kQpAv) && a.ah.dlid == 0 && !a.ah.is_global) return EINVAL;
+  // A DC QP's address vector names only its port (and GRH): its peers come
+  // with each WR (DCI) or each request (DCT).
+  if ((mask & kQpAv) && a.ah.dlid == 0 && !a.ah.is_global && !is_dc()) return EINVAL;
 
   if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
   if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
   if (mask & kQpPort) attr_.port_num = a.port_num;
   if (mask & kQpQkey) attr_.qkey = a.qkey;
-  if (mask & kQpAv) attr_.ah = a.ah;
+  if (mask & kQpAv) {
+    attr_.ah = a.ah;
+    if (!is_dc()) peer_.av = a.ah;
+  }
   if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
   if (mask & kQpTimeout) attr_.timeout = a.timeout;
   if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
@@ -85,7 +95,10 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
     comp_.acked_psn = wire::psn_add(attr_.sq_psn, wire::kPsnMask);  // sq_psn - 1
   }
   if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  if (mask & kQpDestQpn) attr_.dest_qp_num = a.dest_qp_num & wire::kPsnMask;
+  if (mask & kQpDestQpn) {
+    attr_.dest_qp_num = a.dest_qp_num & wire::kPsnMask;
+    peer_.qpn = attr_.dest_qp_num;
+  }
 
   attr_.qp_state = to;
   attr_.cur_qp_state = to;
@@ -142,7 +155,8 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
   for (int i = 0; i < count; ++i) {
     const SendWqe& w = wrs[i];
     *bad = i;
-    if (init_.type == QpType::kXrcRecv) return EINVAL;  // an XRC receive QP has no send queue
+    // An XRC receive QP and a DCT have no send queue.
+    if (init_.type == QpType::kXrcRecv || init_.type == QpType::kDct) return EINVAL;
     // IBA 10.8.2.1 / C10-29: posting to a QP in RESET, INIT or RTR is an
     // immediate error; in ERR the WR completes with a flush error.
     if (attr_.qp_state == QpState::kReset || attr_.qp_state == QpState::kInit ||
@@ -150,6 +164,10 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       return EINVAL;
     if (sq_.full()) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_send_sge) return EINVAL;
+    // A DCI's WR names its target DCT (mlx5dv_wr_set_dc_addr).
+    if (init_.type == QpType::kDci && !is_local_operation(w.opcode) &&
+        (w.remote_qpn == 0 || (w.av.dlid == 0 && !w.av.is_global)))
+      return EINVAL;
     // UD carries SENDs only (IBA table 84).
     if (init_.type == QpType::kUd && w.opcode != WrOpcode::kSend &&
         w.opcode != WrOpcode::kSendWithImm)
@@ -216,7 +234,7 @@ int Qp::post_recv(const RecvWqe* wrs, int count, int* bad) noexcept {
     if (init_.srq) return EINVAL;  // its receives go to the SRQ (ibv_post_srq_recv)
     // XRC QPs have no receive queue: an XRC receive QP delivers into the SRQ
     // each request names (IBA annex A14).
-    if (init_.type == QpType::kXrcSend || init_.type == QpType::kXrcRecv) return EINVAL;
+    if (init_.type == QpType::kXrcSend || init_.type == QpType::kXrcRecv || is_dc()) return EINVAL;
     if (rq_.full()) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > attr_.max_recv_sge) return EINVAL;
     RecvWqe& q = rq_.push();
@@ -269,8 +287,8 @@ void Qp::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_
                        uint32_t imm, uint32_t wc_flags, bool solicited, uint16_t slid) noexcept {
   Completion c = recv_completion(wqe, status, op, byte_len, imm, wc_flags, slid);
   c.qp_num = init_.qpn;
-  c.src_qp = attr_.dest_qp_num;
-  c.sl = attr_.ah.sl;
+  c.src_qp = peer_.qpn;
+  c.sl = peer_.av.sl;
   push_recv_completion(c, solicited);
 }
 
@@ -374,9 +392,11 @@ void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
   if (init_.type == QpType::kUd)
     datagram_receive(pkt);
+  else if (init_.type == QpType::kDct)
+    dct_receive(pkt);
   else if (pkt.info->flags & wire::kIsResponse)
     completer_receive(pkt);
-  else
+  else if (init_.type != QpType::kDci)  // an initiator only sends
     responder_receive(pkt);
 }
 

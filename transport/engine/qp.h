@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/engine/completion_queue.h"
@@ -53,6 +54,8 @@ struct QpInit {
   /// UD: multicast this QP sends does not come back to it even when it is a
   /// member (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); by default it does.
   bool block_self_multicast = false;
+  /// DCT: the key every request's DCETH must carry (mlx5dv dct_access_key).
+  uint64_t dct_access_key = 0;
 };
 
 struct QpEnv {
@@ -76,11 +79,13 @@ class Qp {
   bool blocks_self_multicast() const { return init_.block_self_multicast; }
   /// XRC receive QPs: their XRC domain.
   uint32_t xrcd() const { return init_.xrcd; }
-  /// RC and both XRC kinds: acknowledged, retried, in order (IBA 9.7, A14).
+  /// RC, both XRC kinds and both DC kinds: acknowledged, retried, in order
+  /// (IBA 9.7, A14; docs/dc.md).
   bool reliable() const noexcept {
     return init_.type == QpType::kRc || init_.type == QpType::kXrcSend ||
-           init_.type == QpType::kXrcRecv;
+           init_.type == QpType::kXrcRecv || is_dc();
   }
+  bool is_dc() const noexcept { return init_.type == QpType::kDci || init_.type == QpType::kDct; }
   /// The port the QP was last bound to (read without the QP's lock: a hint
   /// for counters).
   uint8_t port() const { return attr_.port_num; }
@@ -162,6 +167,10 @@ class Qp {
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
+  /// After responder_fail: the QP is in ERR or, for a DCT, the connection closed.
+  bool responder_failed() const noexcept {
+    return attr_.qp_state == QpState::kErr || (init_.type == QpType::kDct && !dct_loaded_);
+  }
   /// Answers a new request with a NAK the fabric forces; true if it did.
   bool responder_forced_nak(uint32_t psn) noexcept;
 
@@ -180,6 +189,19 @@ class Qp {
   void datagram_receive(const wire::PacketView& pkt) noexcept;
   void count_drop(std::atomic<uint64_t> PortCounters::*counter) noexcept;
 
+  // dc_initiator.cc: a DCI's requester picks each WQE's target
+  bool dci_select_target(const SendWqe& wqe) noexcept;
+  void dci_fill_dceth(wire::Dceth& h, uint32_t psn) const noexcept;
+  uint32_t dci_next_connection() noexcept;
+
+  // dc_target.cc: a DCT's responder keeps one context per DCI connection
+  void dct_receive(const wire::PacketView& pkt) noexcept;
+  bool dct_load_connection(const wire::PacketView& pkt) noexcept;
+  void dct_store_connection() noexcept;
+  void dct_close_connection() noexcept;
+  void dct_forget_connections() noexcept;
+  AddressVector dct_path_to(const wire::PacketView& pkt) const noexcept;
+
   // completer.cc (IBA 9.7.5.1, 9.7.6)
   void completer_receive(const wire::PacketView& pkt) noexcept;
   void completer_ack(uint32_t psn) noexcept;
@@ -194,6 +216,12 @@ class Qp {
   QpInit init_;
   QpEnv env_;
   QpAttr attr_;
+  // The other end of the transport: from the attributes for a connected QP,
+  // the current target for a DCI, the DCI being served for a DCT.
+  struct Peer {
+    AddressVector av;
+    uint32_t qpn = 0;
+  } peer_;
   WorkRing<SendWqe> sq_;
   WorkRing<RecvWqe> rq_;
 
@@ -250,6 +278,28 @@ class Qp {
     std::vector<uint8_t> request;             // the packet awaiting its verdict
     std::deque<std::vector<uint8_t>> parked;  // packets behind it, in order
   } fwd_;
+
+  // DCI (dc_initiator.cc): the connection to the current target.
+  struct DcInitiator {
+    bool connected = false;
+    uint64_t key = 0;
+    uint32_t connection = 0;   // this connection's number (DCETH)
+    uint32_t connect_psn = 0;  // its first PSN: packets with it say "connect"
+  } dci_;
+  uint32_t dci_last_connection_ = 0;  // grows across connections and RESETs
+
+  // DCT (dc_target.cc): a responder context per DCI, by source LID and DCI
+  // number; resp_ and peer_ hold the loaded one.
+  struct DcConnection {
+    uint32_t connection = 0;
+    bool closed = false;  // ended by an error: its packets are dropped
+    Nanos last_used = 0;
+    Responder resp;
+    Peer peer;
+  };
+  std::unordered_map<uint64_t, DcConnection> dct_connections_;
+  bool dct_loaded_ = false;
+  uint64_t dct_loaded_source_ = 0;
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
 

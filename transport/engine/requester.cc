@@ -60,6 +60,9 @@ wire::Transport Qp::transport() const noexcept {
     case QpType::kXrcSend:
     case QpType::kXrcRecv:
       return wire::Transport::kXrc;
+    case QpType::kDci:
+    case QpType::kDct:
+      return wire::Transport::kDc;
     default:
       return wire::Transport::kRc;
   }
@@ -74,11 +77,11 @@ void Qp::fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) c
 size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                          bool solicited) noexcept {
   wire::PacketHeaders h;
-  fill_address_headers(h, attr_.ah);
+  fill_address_headers(h, peer_.av);
   h.bth.set_opcode(opcode);
   h.bth.set_se(solicited);
   h.bth.set_pkey(0xffff);
-  h.bth.set_dest_qp(attr_.dest_qp_num);
+  h.bth.set_dest_qp(peer_.qpn);
   h.bth.set_ack_req(ack_req);
   h.bth.set_psn(psn);
   SendWqe* w = sq_.empty() || req_.cursor >= sq_.tail() ? nullptr : &sq_.at(req_.cursor);
@@ -96,12 +99,13 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
     h.atomic_eth.set_compare(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->compare_add : 0);
     h.xrceth.set_srqn(w->remote_srqn);
   }
+  if (init_.type == QpType::kDci) dci_fill_dceth(h.dceth, psn);
   return wire::write_headers(buf, h);
 }
 
 void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
   size_t len = wire::finalize_packet(buf, header_len, payload_len, env_.sink->wants_crcs());
-  transmit(attr_.ah.dlid, attr_.dest_qp_num, buf, len);
+  transmit(peer_.av.dlid, peer_.qpn, buf, len);
 }
 
 void Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
@@ -244,6 +248,9 @@ void Qp::requester_pump() noexcept {
     // if need be), no new one starts until the QP is back in RTS.
     if (attr_.qp_state == QpState::kSqd && !wqe.started) break;
     if (req_.cursor_offset == 0 && !requester_may_start(wqe)) break;
+    if (init_.type == QpType::kDci && !wqe.started && !is_local_operation(wqe.opcode) &&
+        !dci_select_target(wqe))
+      break;
     if (is_local_operation(wqe.opcode)) {
       requester_execute_local(wqe);
       continue;

@@ -32,8 +32,8 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
 }
 
 ResponsePath Qp::response_path() const noexcept {
-  return ResponsePath{attr_.ah, attr_.port_num, static_cast<uint8_t>(transport()),
-                      attr_.dest_qp_num, resp_.msn};
+  return ResponsePath{peer_.av, attr_.port_num, static_cast<uint8_t>(transport()), peer_.qpn,
+                      resp_.msn};
 }
 
 void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
@@ -41,7 +41,7 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
   const size_t total =
       write_response(tx_buf_, response_path(), env_.ports->port(attr_.port_num), opcode, psn,
                      syndrome, payload, len, atomic_orig, env_.sink->wants_crcs());
-  transmit(attr_.ah.dlid, attr_.dest_qp_num, tx_buf_, total);
+  transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total);
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
@@ -60,6 +60,12 @@ void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexc
     recv_done();
   }
   resp_.in_send = false;
+  // A DCT serves every DCI that knows its key: an error ends the offending
+  // connection only, the DCT stays in RTR for the others (docs/dc.md).
+  if (init_.type == QpType::kDct) {
+    dct_close_connection();
+    return;
+  }
   enter_error();
   // IBA 11.6.3.1: errors the responder finds in a request, that no
   // completion of this QP reports, are affiliated asynchronous errors.
@@ -72,11 +78,11 @@ void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexc
 // IBA 9.6.1.1 (C9-40…): an RC/UC responder only takes packets from the QP it
 // is connected to: the source LID (and GID when a GRH is used).
 bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
-  if (pkt.lrh().slid() != attr_.ah.dlid) return false;
-  if (attr_.ah.is_global && pkt.has_grh) {
+  if (pkt.lrh().slid() != peer_.av.dlid) return false;
+  if (peer_.av.is_global && pkt.has_grh) {
     uint8_t sgid[16];
     pkt.grh().sgid(sgid);
-    if (std::memcmp(sgid, attr_.ah.dgid.data(), 16) != 0) return false;
+    if (std::memcmp(sgid, peer_.av.dgid.data(), 16) != 0) return false;
   }
   return true;
 }
@@ -175,7 +181,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     const uint32_t msn = resp_.msn;
     resp_.msn = wire::psn_add(msn, 1);  // the responses carry the READ's own MSN
     responder_execute_read(pkt, psn);
-    if (attr_.qp_state == QpState::kErr) {
+    if (responder_failed()) {
       resp_.msn = msn;
       return;
     }
@@ -194,7 +200,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
 // A SEND or WRITE packet was executed: it consumes its PSN and is
 // acknowledged when the requester asked or the message ended (IBA 9.7.5.1.2).
 void Qp::responder_finish(const wire::PacketView& pkt) noexcept {
-  if (attr_.qp_state == QpState::kErr) return;
+  if (responder_failed()) return;
   if (resp_.nak_sent) return;  // an RNR NAK went out; the PSN is not consumed
   const uint32_t psn = pkt.bth().psn();
   resp_.epsn = wire::psn_add(psn, 1);

@@ -76,7 +76,18 @@ enum Access : uint32_t {
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kUnknown };
 const char* to_string(QpState);
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
+/// The verbs QP types by their ibv_qp_type values, and the two of the
+/// Dynamically Connected transport (mlx5dv's DCI and DCT; verbs creates them
+/// as IBV_QPT_DRIVER, so their values here are the engine's own).
+enum class QpType : uint8_t {
+  kRc = 2,
+  kUc = 3,
+  kUd = 4,
+  kXrcSend = 9,
+  kXrcRecv = 10,
+  kDci = 0xf0,  // DC initiator: a requester whose WRs each name their target
+  kDct = 0xf1,  // DC target: a responder for any DCI that knows its key
+};
 
 enum QpAttrMask : uint32_t {
   kQpState = 1 << 0,

@@ -27,6 +27,8 @@ struct SendWqe {
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
   uint32_t remote_srqn = 0;  // XRC only: the target's SRQ (XRCETH)
+  // DCI only: the target DCT is av + remote_qpn, and this its access key.
+  uint64_t dc_key = 0;
   bool is_inline = false;
   uint8_t inline_data[DeviceLimits::kMaxInlineData];
 

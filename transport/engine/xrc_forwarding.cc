@@ -36,8 +36,8 @@ void Qp::xrc_forward(const wire::PacketView& pkt, bool replay) noexcept {
   // The middle and last packets of a SEND go where its WQE came from.
   r.srqn = resp_.in_send && fwd_.held_srqn ? fwd_.held_srqn : fwd_.srqn;
   r.access = attr_.qp_access_flags;
-  r.src_qp = attr_.dest_qp_num;
-  r.sl = attr_.ah.sl;
+  r.src_qp = peer_.qpn;
+  r.sl = peer_.av.sl;
   r.replay = replay;
   r.recv_offset = resp_.recv_offset;
   r.has_wqe = resp_.srq_wqe_held;
@@ -86,7 +86,7 @@ void Qp::receive_verdict(const XrcVerdict& v) noexcept {
       c.status = WcStatus::kWrFlushErr;
       c.opcode = WcOpcode::kRecv;
       c.qp_num = init_.qpn;
-      c.src_qp = attr_.dest_qp_num;
+      c.src_qp = peer_.qpn;
       xrc_send_completion(v.srqn, c, false);
     }
     return;

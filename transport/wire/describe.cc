@@ -70,6 +70,12 @@ std::string describe_packet(const PacketView& v) {
     append_gid(s, "sgid", grh.sgid());
     append_gid(s, "dgid", grh.dgid());
   }
+  if (info.flags & kHasXrceth) appendf(s, " srqn=0x%06x", v.xrceth().srqn());
+  if (info.flags & kHasDceth) {
+    const Dceth d = v.dceth();
+    appendf(s, " dc_key=0x%016" PRIx64 " dci=0x%06x conn=%u%s", d.access_key(), d.dci_qpn(),
+            d.connection(), d.connect() ? " connect" : "");
+  }
   if (info.flags & kHasDeth) {
     const Deth d = v.deth();
     appendf(s, " qkey=0x%08x src_qp=0x%06x", d.qkey(), d.src_qp());

@@ -18,7 +18,8 @@ const char* to_string(Transport t) noexcept {
       return "CNP";
     case Transport::kXrc:
       return "XRC";
-    case Transport::kManufacturer6:
+    case Transport::kDc:
+      return "DC";
     case Transport::kManufacturer7:
       return "MANUFACTURER";
   }

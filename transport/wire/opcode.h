@@ -10,8 +10,9 @@
 
 namespace ibemu::wire {
 
-/// OpCode bits 7-5 (IBA 9.2). ibemu implements RC, UC and UD; RD, XRC and
-/// the rest decode to their transport but are not valid.
+/// OpCode bits 7-5 (IBA 9.2). ibemu implements RC, UC, UD, XRC and, in the
+/// first manufacturer-specific range, DC (docs/dc.md); RD and CNP decode to
+/// their transport but are not valid.
 enum class Transport : uint8_t {
   kRc = 0,
   kUc = 1,
@@ -19,7 +20,7 @@ enum class Transport : uint8_t {
   kUd = 3,
   kCnp = 4,  // RoCEv2 congestion notification (IBA Annex A17)
   kXrc = 5,
-  kManufacturer6 = 6,
+  kDc = 6,  // manufacturer-specific 110b: ibemu's Dynamically Connected
   kManufacturer7 = 7,
 };
 
@@ -89,6 +90,7 @@ enum HeaderFlag : uint32_t {
   // RDMA WRITE with immediate.
   kSolicitedAllowed = 1u << 20,
   kHasXrceth = 1u << 21,  // XRC requests (IBA annex A14)
+  kHasDceth = 1u << 22,   // DC requests (dceth.h)
 };
 
 /// Offset value for an extension header that the opcode does not carry.
@@ -109,6 +111,7 @@ struct OpcodeInfo {
   uint8_t immdt_off;
   uint8_t ieth_off;
   uint8_t xrceth_off;
+  uint8_t dceth_off;
 
   /// True when every bit of `f` is set (so `has(kIsOnly)` means first and last).
   constexpr bool has(uint32_t f) const noexcept { return (flags & f) == f; }
@@ -203,6 +206,32 @@ inline constexpr OpcodeSpec kValidOpcodes[] = {
     {0xb4, "XRC_FETCH_ADD", kAtomic | kHasXrceth},
     {0xb6, "XRC_SEND_LAST_INV", kSendLast | kHasIeth | kHasXrceth},
     {0xb7, "XRC_SEND_ONLY_INV", kSendOnly | kHasIeth | kHasXrceth},
+    // DC (docs/dc.md): RC's shapes in the first manufacturer-specific range;
+    // every request carries a DCETH.
+    {0xc0, "DC_SEND_FIRST", kSendFirst | kHasDceth},
+    {0xc1, "DC_SEND_MIDDLE", kSendMiddle | kHasDceth},
+    {0xc2, "DC_SEND_LAST", kSendLast | kHasDceth},
+    {0xc3, "DC_SEND_LAST_IMM", kSendLast | kWithImm | kHasDceth},
+    {0xc4, "DC_SEND_ONLY", kSendOnly | kHasDceth},
+    {0xc5, "DC_SEND_ONLY_IMM", kSendOnly | kWithImm | kHasDceth},
+    {0xc6, "DC_RDMA_WRITE_FIRST", kWriteFirst | kHasDceth},
+    {0xc7, "DC_RDMA_WRITE_MIDDLE", kWriteMiddle | kHasDceth},
+    {0xc8, "DC_RDMA_WRITE_LAST", kWriteLast | kHasDceth},
+    {0xc9, "DC_RDMA_WRITE_LAST_IMM", kWriteLast | kWithImm | kHasDceth},
+    {0xca, "DC_RDMA_WRITE_ONLY", kWriteOnly | kHasDceth},
+    {0xcb, "DC_RDMA_WRITE_ONLY_IMM", kWriteOnly | kWithImm | kHasDceth},
+    {0xcc, "DC_RDMA_READ_REQUEST", kReadRequest | kHasDceth},
+    {0xcd, "DC_RDMA_READ_RESPONSE_FIRST", kReadResponse | kIsFirst | kHasAeth},
+    {0xce, "DC_RDMA_READ_RESPONSE_MIDDLE", kReadResponse | kIsMiddle},
+    {0xcf, "DC_RDMA_READ_RESPONSE_LAST", kReadResponse | kIsLast | kHasAeth},
+    {0xd0, "DC_RDMA_READ_RESPONSE_ONLY", kReadResponse | kIsOnly | kHasAeth},
+    {0xd1, "DC_ACKNOWLEDGE", kIsAck | kIsResponse | kIsOnly | kHasAeth},
+    {0xd2, "DC_ATOMIC_ACKNOWLEDGE",
+     kIsAtomicAck | kIsResponse | kIsOnly | kHasAeth | kHasAtomicAckEth},
+    {0xd3, "DC_COMPARE_SWAP", kAtomic | kHasDceth},
+    {0xd4, "DC_FETCH_ADD", kAtomic | kHasDceth},
+    {0xd6, "DC_SEND_LAST_INV", kSendLast | kHasIeth | kHasDceth},
+    {0xd7, "DC_SEND_ONLY_INV", kSendOnly | kHasIeth | kHasDceth},
 };
 
 // Opcodes the spec assigns but ibemu does not implement: named for traces,
@@ -234,8 +263,8 @@ inline constexpr OpcodeSpec kNamedInvalidOpcodes[] = {
     {0x81, "CNP", 0},
 };
 
-// Extension headers follow the BTH in this order (IBA 9.3, A14): XRCETH,
-// DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. No opcode carries two of
+// Extension headers follow the BTH in this order (IBA 9.3, A14): XRCETH or
+// DCETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. No opcode carries two of
 // RETH/AtomicETH/AETH, so this order yields every opcode's layout.
 constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_t flags) {
   OpcodeInfo info{};
@@ -245,6 +274,7 @@ constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_
   info.flags = flags;
   info.reth_off = info.aeth_off = info.atomic_eth_off = info.atomic_ack_eth_off = kNoHeader;
   info.deth_off = info.immdt_off = info.ieth_off = info.xrceth_off = kNoHeader;
+  info.dceth_off = kNoHeader;
   uint8_t off = 0;
   auto place = [&](uint32_t flag, uint8_t& slot, uint8_t size) {
     if (flags & flag) {
@@ -253,6 +283,7 @@ constexpr OpcodeInfo make_info(const char* name, bool valid, uint8_t op, uint32_
     }
   };
   place(kHasXrceth, info.xrceth_off, 4);
+  place(kHasDceth, info.dceth_off, 16);
   place(kHasDeth, info.deth_off, 8);
   place(kHasReth, info.reth_off, 16);
   place(kHasAtomicEth, info.atomic_eth_off, 28);
@@ -278,8 +309,8 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
 
 inline constexpr std::array<OpcodeInfo, 256> kOpcodeTable = detail::make_opcode_table();
 
-/// Largest ext_len of any valid opcode (XRCETH and AtomicETH).
-inline constexpr size_t kMaxExtLen = 32;
+/// Largest ext_len of any valid opcode (DCETH and AtomicETH).
+inline constexpr size_t kMaxExtLen = 44;
 
 inline const OpcodeInfo& opcode_info(uint8_t opcode) noexcept { return kOpcodeTable[opcode]; }
 inline const OpcodeInfo& opcode_info(Opcode opcode) noexcept {
@@ -294,8 +325,10 @@ static_assert(kOpcodeTable[0x0b].reth_off == 0 && kOpcodeTable[0x0b].immdt_off =
 static_assert(kOpcodeTable[0x65].deth_off == 0 && kOpcodeTable[0x65].immdt_off == 8);
 static_assert(kOpcodeTable[0x12].aeth_off == 0 && kOpcodeTable[0x12].atomic_ack_eth_off == 4);
 static_assert(kOpcodeTable[0x13].ext_len == 28);
-static_assert(kOpcodeTable[0xb3].xrceth_off == 0 && kOpcodeTable[0xb3].atomic_eth_off == 4 &&
-              kOpcodeTable[0xb3].ext_len == kMaxExtLen);
+static_assert(kOpcodeTable[0xb3].xrceth_off == 0 && kOpcodeTable[0xb3].atomic_eth_off == 4);
+static_assert(kOpcodeTable[0xd3].dceth_off == 0 && kOpcodeTable[0xd3].atomic_eth_off == 16 &&
+              kOpcodeTable[0xd3].ext_len == kMaxExtLen);
+static_assert(kOpcodeTable[0xd1].dceth_off == kNoHeader);   // responses carry none
 static_assert(kOpcodeTable[0xb1].xrceth_off == kNoHeader);  // responses carry none
 static_assert(!kOpcodeTable[0x15].valid && !kOpcodeTable[0x40].valid);
 

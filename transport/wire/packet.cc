@@ -33,6 +33,7 @@ size_t write_headers(uint8_t* out, const PacketHeaders& h) noexcept {
   const OpcodeInfo& info = opcode_info(h.bth.opcode());
   uint8_t* ext = out + off;
   put_ext(ext, info.xrceth_off, h.xrceth);
+  put_ext(ext, info.dceth_off, h.dceth);
   put_ext(ext, info.deth_off, h.deth);
   put_ext(ext, info.reth_off, h.reth);
   put_ext(ext, info.atomic_eth_off, h.atomic_eth);

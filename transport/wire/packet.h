@@ -14,6 +14,7 @@
 #include "transport/wire/atomic_eth.h"
 #include "transport/wire/bth.h"
 #include "transport/wire/crc.h"
+#include "transport/wire/dceth.h"
 #include "transport/wire/deth.h"
 #include "transport/wire/grh.h"
 #include "transport/wire/ieth.h"
@@ -30,7 +31,7 @@ inline constexpr size_t kMaxPayload = 4096;
 /// LRH + GRH + BTH + the largest extension headers (AtomicETH).
 inline constexpr size_t kMaxHeaders = Lrh::kSize + Grh::kSize + Bth::kSize + kMaxExtLen;
 inline constexpr size_t kMaxPacket = kMaxHeaders + kMaxPayload + 3 /*pad*/ + kIcrcSize + kVcrcSize;
-static_assert(kMaxHeaders == 8 + 40 + 12 + 32);
+static_assert(kMaxHeaders == 8 + 40 + 12 + 44);
 
 /// LRH:LNH values (IBA 7.7). Raw packets (0, 1) are not IBA transport packets.
 inline constexpr uint8_t kLnhIbaLocal = 2;
@@ -51,6 +52,7 @@ struct PacketHeaders {
   ImmDt immdt;
   Ieth ieth;
   Xrceth xrceth;
+  Dceth dceth;
 };
 
 /// Writes LRH[, GRH], BTH and the opcode's extension headers at `out` (which
@@ -118,6 +120,7 @@ struct PacketView {
   ImmDt immdt() const noexcept { return ext<ImmDt>(info ? info->immdt_off : kNoHeader); }
   Ieth ieth() const noexcept { return ext<Ieth>(info ? info->ieth_off : kNoHeader); }
   Xrceth xrceth() const noexcept { return ext<Xrceth>(info ? info->xrceth_off : kNoHeader); }
+  Dceth dceth() const noexcept { return ext<Dceth>(info ? info->dceth_off : kNoHeader); }
   const uint8_t* payload() const noexcept { return data ? data + header_len : nullptr; }
 
  private:
