@@ -82,6 +82,8 @@ struct ibemu_core_qp* ibemu_core_create_qp(struct ibemu_core_context* ctx, struc
 struct ibemu_core_srq* ibemu_core_create_srq(struct ibemu_core_context* ctx, struct ibv_srq* srq,
                                              struct ibv_srq_attr* attr, int* err);
 int ibemu_core_destroy_srq(struct ibemu_core_srq* srq);
+/* The SRQ's number on the device (ibv_get_srq_num), assigned when first asked. */
+int ibemu_core_srq_number(struct ibemu_core_srq* srq, uint32_t* srqn);
 /* Makes an SRQ an XRC SRQ of domain `xrcd`, completing on `cq`; *srqn is the
  * number senders name it by. */
 int ibemu_core_make_xrc_srq(struct ibemu_core_srq* srq, uint32_t xrcd, uint32_t pd,

@@ -224,11 +224,14 @@ static struct ibv_srq* ibemu_create_srq_ex(struct ibv_context* c,
   return s;
 }
 
+/* Every SRQ has a number, as on ConnectX (DC programs exchange theirs). */
 static int ibemu_get_srq_num(struct ibv_srq* srq, uint32_t* srq_num) {
   struct ibemu_srq* s = (struct ibemu_srq*)srq;
-  if (s->vsrq.srq_type != IBV_SRQT_XRC) return EINVAL;
-  *srq_num = s->vsrq.srq_num;
-  return 0;
+  if (s->vsrq.srq_type == IBV_SRQT_XRC) {
+    *srq_num = s->vsrq.srq_num;
+    return 0;
+  }
+  return ibemu_core_srq_number(s->core, srq_num);
 }
 
 /* ibv_open_xrcd: processes that pass the same file share the domain (the

@@ -46,7 +46,7 @@ struct ibemu_core_srq {
   std::unique_ptr<SharedReceiveQueue> srq;
   std::atomic<int> users{0};    // QPs attached: destroy is refused while > 0
   ibemu_core_cq* cq = nullptr;  // XRC SRQs: where their completions go
-  uint32_t srqn = 0;            // XRC SRQs: their number, 0 otherwise
+  uint32_t srqn = 0;            // its number once assigned (XRC: at creation)
 };
 
 struct ibemu_core_qp {
@@ -576,20 +576,36 @@ int ibemu_core_destroy_srq(ibemu_core_srq* s) {
     Json reply;
     ctx.daemon().request({{"op", "free_srqn"}, {"device", ctx.device_index()}, {"srqn", s->srqn}},
                          &reply);
-    s->cq->users--;
+    if (s->cq) s->cq->users--;
   }
   delete s;
   return 0;
 }
 
-int ibemu_core_make_xrc_srq(ibemu_core_srq* s, uint32_t xrcd, uint32_t pd, ibemu_core_cq* cq,
-                            uint32_t* srqn) {
+// SRQ numbers come from the daemon, unique on the device: XRC senders name
+// SRQs by them, and every SRQ has one on ConnectX (mlx5 answers
+// ibv_get_srq_num for basic SRQs too, for DC programs).
+static int assign_srq_number(ibemu_core_srq* s) {
+  if (s->srqn) return 0;
   provider::ProviderContext& ctx = s->owner->ctx;
   Json reply;
   if (ctx.daemon().request({{"op", "alloc_srqn"}, {"device", ctx.device_index()}}, &reply) ||
       !reply.value("ok", false))
     return reply.value("errno", EIO);
   s->srqn = reply["srqn"].get<uint32_t>();
+  return 0;
+}
+
+int ibemu_core_srq_number(ibemu_core_srq* s, uint32_t* srqn) {
+  if (int err = assign_srq_number(s)) return err;
+  *srqn = s->srqn;
+  return 0;
+}
+
+int ibemu_core_make_xrc_srq(ibemu_core_srq* s, uint32_t xrcd, uint32_t pd, ibemu_core_cq* cq,
+                            uint32_t* srqn) {
+  provider::ProviderContext& ctx = s->owner->ctx;
+  if (int err = assign_srq_number(s)) return err;
   s->cq = cq;
   cq->users++;
   s->srq->set_xrc(XrcBinding{s->srqn, xrcd, pd, cq->cq.get()});
