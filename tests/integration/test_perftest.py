@@ -340,3 +340,36 @@ def test_connectx_old_post_send(connectx_fabric):
                    ["--use_old_post_send", "-s", "64", "-I", "64", "-n", "200"])
     assert re.search(r"ibv_wr\* API\s*:\s*OFF", out), out
     check_table(out, "ib_write_bw", [64], 200)
+
+
+# ---- DC (docs/dc.md): perftest's -c DC, through the compat libmlx5. perftest
+# runs DC only on a ConnectX (the ibv_wr_* path), hence this fabric.
+
+@pytest.mark.parametrize("tool", BW_TOOLS + LAT_TOOLS)
+def test_connectx_dc(connectx_fabric, tool):
+    if tool in ATOMIC_TOOLS:
+        args, sizes = ["-n", "200"], [8]
+    else:
+        args, sizes = ["-s", "4096", "-n", "200"], [4096]
+    out = perftest(connectx_fabric, tool, ["-c", "DC", *args])
+    assert re.search(r"Connection type\s*:\s*DC", out), out
+    check_table(out, tool, sizes, 200)
+    wait_fabric_idle(connectx_fabric)
+
+
+def test_connectx_dc_all_sizes_two_qps(connectx_fabric):
+    """Two DCIs to two DCTs, every size from 2 bytes to 8 MiB."""
+    out = perftest(connectx_fabric, "ib_write_bw", ["-c", "DC", "-q", "2", "-a", "-n", "20"],
+                   timeout=400)
+    check_table(out, "ib_write_bw", ALL_SIZES, 40)
+    wait_fabric_idle(connectx_fabric)
+
+
+def test_dc_refused_without_the_ibv_wr_path(fabric):
+    """On a device perftest does not take for a ConnectX it uses ibv_post_send,
+    which cannot address a DCT: QP creation fails, as on any non-mlx5 HCA."""
+    port = free_tcp_port()
+    base = ["ib_write_bw", "-c", "DC", "-p", str(port)]
+    srv, cli = run_pair(fabric, base + ["-d", "ibemu0"], base + ["-d", "ibemu1", "localhost"],
+                        port, timeout=60)
+    assert cli[0] != 0 and "Failed to create QP" in cli[1], cli[1]
