@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from conftest import pingpong_pair
+from conftest import BUILD, REPO, free_tcp_port, pingpong_pair, run_pair
 
 
 def start_capture(fabric, path, *args):
@@ -159,3 +159,38 @@ def test_mads_appear_as_qp0_and_qp1_packets(fabric, tmp_path):
     # exchange on QP1.
     assert [(r[0], r[1]) for r in rows] == [("0x000000", "0x0f")] * 2 + [("0x000001", "0x00")] * 2, rows
     assert "SubnGet(NodeInfo)" in rows[0][2] and "SubnGetResp(NodeInfo)" in rows[1][2], rows
+
+
+DC_DISSECTOR = REPO / "scripts" / "wireshark" / "ibemu-dc.lua"
+
+
+def test_dc_packets_decoded_by_the_shipped_dissector(fabric, tmp_path):
+    """DC requests carry a DCETH (docs/dc.md): Wireshark's own dissector stops
+    at the BTH; scripts/wireshark/ibemu-dc.lua names the opcodes and decodes
+    the key, the connect flag and the DCI's number."""
+    pcap = tmp_path / "dc.pcap"
+    cap = start_capture(fabric, pcap)
+    port = free_tcp_port()
+    transfer = str(BUILD / "bin" / "dc_transfer")
+    server, client = run_pair(
+        fabric, [transfer, "server", "-a", "10.73.0.1", "-p", str(port), "-n", "3", "-s", "5000"],
+        [transfer, "client", "-a", "10.73.0.3", "-p", str(port), "-n", "3", "-s", "5000",
+         "127.0.0.1"], port, timeout=60)
+    assert server[0] == 0 and client[0] == 0, f"{server[1]}\n{client[1]}"
+    cap.send_signal(signal.SIGINT)
+    finish(cap)
+    r = subprocess.run(["tshark", "-X", f"lua_script:{DC_DISSECTOR}", "-r", str(pcap), "-T",
+                        "fields", "-e", "ibemu_dc.opcode", "-e", "ibemu_dc.dceth.key", "-e",
+                        "ibemu_dc.dceth.connect", "-e", "ibemu_dc.dceth.dci", "-e",
+                        "ibemu_dc.dma_len", "-e", "infiniband.bth.destqp"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    dc = [row for row in rows if row[0].startswith("DC_")]
+    firsts = [row for row in dc if row[0] == "DC_RDMA_WRITE_FIRST"]
+    assert len(firsts) == 3, rows  # 5000 bytes: FIRST, LAST at the 4096-byte MTU
+    assert all(row[1] == "0x00dc0a1b2c3d4e5f" and row[4] == "5000" for row in firsts), firsts
+    assert [row[2] for row in firsts] == ["1", "0", "0"], "only the first opens the connection"
+    dci = int(firsts[0][3], 16)
+    acks = [row for row in dc if row[0] == "DC_ACKNOWLEDGE"]
+    assert acks and all(int(row[5], 16) == dci for row in acks), rows

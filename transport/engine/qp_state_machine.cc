@@ -24,34 +24,35 @@ int index_of(QpType t) {
   }
 }
 
-// DC (docs/dc.md), as the Linux mlx5 driver takes them. A DCT has a
-// responder only and lives in RTR: INIT asks for its port and access flags,
-// RTR for its MTU, RNR timer and address vector (port, GRH), and it never
-// goes to RTS. A DCI has no responder: none of the responder's attributes,
-// and its path comes with each WR; the driver passes what the firmware
-// takes and asks for nothing more.
+// DC (docs/dc.md), as the Linux mlx5 driver takes them (modify_dci_qp_is_ok,
+// mlx5_ib_modify_dct). A DCT has a responder only and lives in RTR: INIT asks
+// for its port and access flags, RTR for its MTU, RNR timer and address
+// vector (port, GRH); it has no other transition — not RTS, not even ERR
+// or RESET (it is destroyed instead). A DCI has no responder: none of the
+// responder's attributes, and its path comes with each WR.
 TransitionRule dc_transition_rule(QpType type, QpState from, QpState to) {
   using S = QpState;
-  const bool dct = type == QpType::kDct;
-  if (from == S::kReset && to == S::kInit)
-    return dct ? TransitionRule{true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0}
-               : TransitionRule{true, kQpPort, kQpPkeyIndex | kQpAccessFlags};
-  if (from == S::kInit && to == S::kRtr)
-    return dct ? TransitionRule{true, kQpMinRnrTimer | kQpAv | kQpPathMtu, 0}
-               : TransitionRule{true, 0, kQpAv | kQpPathMtu | kQpPkeyIndex};
-  if (dct) return {};
-  const uint32_t requester = kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-  if (from == S::kRtr && to == S::kRts) return {true, 0, requester | kQpSqPsn | kQpCurState};
-  if (from == S::kRts && to == S::kRts) return {true, 0, requester | kQpCurState};
+  if (type == QpType::kDct) {
+    if (from == S::kReset && to == S::kInit)
+      return {true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0};
+    if (from == S::kInit && to == S::kRtr) return {true, kQpMinRnrTimer | kQpAv | kQpPathMtu, 0};
+    return {};
+  }
+  if (to == S::kReset || to == S::kErr) return {from != S::kUnknown, 0, 0};
+  if (from == S::kReset && to == S::kInit) return {true, kQpPkeyIndex | kQpPort, 0};
+  if (from == S::kInit && to == S::kInit) return {true, 0, kQpPkeyIndex | kQpPort};
+  if (from == S::kInit && to == S::kRtr) return {true, kQpPathMtu, kQpPkeyIndex | kQpAv};
+  if (from == S::kRtr && to == S::kRts)
+    return {true, kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic | kQpSqPsn,
+            kQpMinRnrTimer};
+  if (from == S::kRts && to == S::kRts) return {true, 0, kQpMinRnrTimer};
   return {};
 }
 
 }  // namespace
 
 TransitionRule transition_rule(QpType type, QpState from, QpState to) {
-  if ((type == QpType::kDci || type == QpType::kDct) && to != QpState::kReset &&
-      to != QpState::kErr)
-    return dc_transition_rule(type, from, to);
+  if (type == QpType::kDci || type == QpType::kDct) return dc_transition_rule(type, from, to);
   const int t = index_of(type);
   const bool rc = t == 0, uc = t == 1, ud = t == 2;
   // XRC (IBA annex A14, as Linux's qp_state_table has it): a send QP has no
