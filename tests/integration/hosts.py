@@ -1,6 +1,7 @@
 """Several emulated hosts on one machine: network namespaces joined by veth
 pairs to a bridge (in a namespace of its own, so nothing outside changes),
 one ibemud per namespace, linked over UDP into one subnet."""
+import contextlib
 import json
 import os
 import re
@@ -94,6 +95,26 @@ def run_across(server_host, server_cmd, client_host, client_cmd, port, timeout=1
                          f"server: {server_out}\nclient: {client_out}\n"
                          f"{server_host.logs()}{client_host.logs()}")
     return server_out, client_out
+
+
+def cm_address(host, ordinal=1):
+    """The default rdma_cm address of a host's port: 10.73.<last octet of
+    its fabric address>.<port ordinal>."""
+    return f"10.73.{host.address.split('.')[-1]}.{ordinal}"
+
+
+@contextlib.contextmanager
+def meshed_lab(root, count):
+    """A Lab of `count` hosts that all name each other as peers, the SM on
+    the first, every port ACTIVE; closed on exit."""
+    lab = Lab(root, count)
+    try:
+        for i, h in enumerate(lab.hosts):
+            h.up_with({"bind": h.address, "peers": lab.peers_of(h)}, sm=(i == 0))
+        lab.wait_all_active()
+        yield lab
+    finally:
+        lab.close()
 
 
 class Lab:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import BUILD, free_tcp_port, run_pair, stack_dump
-from hosts import Lab, namespaces_usable, run_across
+from hosts import cm_address, meshed_lab, namespaces_usable, run_across
 
 DC_TRANSFER = str(BUILD / "bin" / "dc_transfer")
 DC_FANOUT = str(BUILD / "bin" / "dc_fanout")
@@ -155,21 +155,10 @@ needs_namespaces = pytest.mark.skipif(namespaces_usable() is not None,
                                       reason=str(namespaces_usable()))
 
 
-def cm_address(host, ordinal=1):
-    """The default rdma_cm address of a host's port (as in test_multihost)."""
-    return f"10.73.{host.address.split('.')[-1]}.{ordinal}"
-
-
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("dclab"), 2)
-    try:
-        for i, h in enumerate(lab.hosts):
-            h.up_with({"bind": h.address, "peers": lab.peers_of(h)}, sm=(i == 0))
-        lab.wait_all_active()
+    with meshed_lab(tmp_path_factory.mktemp("dclab"), 2) as lab:
         yield lab
-    finally:
-        lab.close()
 
 
 @needs_namespaces

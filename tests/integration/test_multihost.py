@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import BUILD, free_tcp_port, rc_stream_until_cut
-from hosts import Lab, ibv_devinfo_guids, lid_of, namespaces_usable, run_across
+from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, namespaces_usable, run_across
 from test_capture import finish, start_capture, tshark
 
 pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
@@ -17,14 +17,8 @@ pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("lab"), 3)
-    try:
-        for i, h in enumerate(lab.hosts):
-            h.up_with({"bind": h.address, "peers": lab.peers_of(h)}, sm=(i == 0))
-        lab.wait_all_active()
+    with meshed_lab(tmp_path_factory.mktemp("lab"), 3) as lab:
         yield lab
-    finally:
-        lab.close()
 
 
 def test_every_port_of_every_host_is_active_with_its_own_lid(lab):
@@ -248,12 +242,6 @@ def test_a_pulled_cable_between_hosts_is_routed_around(lab):
     pingpong()
     r = a.ibemu("fault", "link", "host:10.231.0.77", "down", check=False)
     assert r.returncode != 0 and "no such peer" in r.stderr, r.stderr
-
-
-def cm_address(host, ordinal=1):
-    """The default rdma_cm address of a host's port: 10.73.<last octet of
-    its fabric address>.<port ordinal>."""
-    return f"10.73.{host.address.split('.')[-1]}.{ordinal}"
 
 
 def test_each_host_resolves_the_others_addresses(lab):

@@ -56,6 +56,11 @@ static const char* const op_names[] = {"RDMA WRITE", "RDMA READ", "SEND", "FETCH
 
 static const char* role = "dc_fanout";
 
+/* The parent's target processes; a failing parent takes them down with it
+ * (targets never do: they are forked before the list is complete). */
+static pid_t children[TARGETS];
+static bool is_parent;
+
 static void fail(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -63,6 +68,9 @@ static void fail(const char* fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+  if (is_parent)
+    for (int k = 0; k < TARGETS; ++k)
+      if (children[k] > 0) kill(children[k], SIGKILL);
   exit(1);
 }
 
@@ -153,6 +161,21 @@ static void parse_port(const char* text, char* dev, size_t dev_len, uint8_t* por
   if (dc_parse_port(text, dev, dev_len, port)) fail("bad DEV:PORT '%s'", text);
 }
 
+/* What both roles start with: the schedule of all n WRs and the port named
+ * by `where` ("DEV:PORT"), opened. */
+static struct wr_plan* plan_and_open(int n, struct dct_totals* tot, const char* where,
+                                     struct dc_port* port) {
+  struct wr_plan* plan = calloc(n, sizeof(*plan));
+  if (!plan) fail("out of memory");
+  plan_all(plan, n, tot);
+  char dev[32];
+  uint8_t port_num;
+  parse_port(where, dev, sizeof(dev), &port_num);
+  int err = dc_open_port(dev, port_num, port);
+  if (err) fail("%s port %d: %s", dev, port_num, strerror(err));
+  return plan;
+}
+
 /* ---- a target process ---- */
 
 static int run_target(int k, int sock, const char* where, int n) {
@@ -162,17 +185,9 @@ static int run_target(int k, int sock, const char* where, int n) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   dc_watchdog("target: waiting for the DCI", 60);
 
-  struct wr_plan* plan = calloc(n, sizeof(*plan));
   struct dct_totals tot[DCTS];
-  if (!plan) fail("out of memory");
-  plan_all(plan, n, tot);
-
-  char dev[32];
-  uint8_t port_num;
-  parse_port(where, dev, sizeof(dev), &port_num);
   struct dc_port port;
-  int err = dc_open_port(dev, port_num, &port);
-  if (err) fail("%s port %d: %s", dev, port_num, strerror(err));
+  struct wr_plan* plan = plan_and_open(n, tot, where, &port);
   struct ibv_pd* pd = ibv_alloc_pd(port.ctx);
   struct ibv_cq* cq = pd ? ibv_create_cq(port.ctx, 4 * n / DCTS + 64, NULL, NULL, 0) : NULL;
   if (!cq) fail("PD or CQ: %s", strerror(errno));
@@ -217,8 +232,8 @@ static int run_target(int k, int sock, const char* where, int n) {
     if (!mr[j]) fail("ibv_reg_mr: %s", strerror(errno));
     dct[j] = dc_create_dct(port.ctx, pd, cq, srq[j], dct_key(t));
     if (!dct[j]) fail("mlx5dv_create_qp (DCT %d): %s", t, strerror(errno));
-    err = dc_dct_ready(dct[j], &port,
-                       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    int err = dc_dct_ready(
+        dct[j], &port, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
     if (err) fail("DCT %d RESET->INIT->RTR: %s", t, strerror(err));
   }
   /* Every receive the schedule needs, posted before anyone sends. */
@@ -333,24 +348,6 @@ static int run_target(int k, int sock, const char* where, int n) {
 
 /* ---- the DCI (the parent) ---- */
 
-static pid_t children[TARGETS];
-
-static void kill_children(void) {
-  for (int k = 0; k < TARGETS; ++k)
-    if (children[k] > 0) kill(children[k], SIGKILL);
-}
-
-static void parent_fail(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "%s: FAILURE: ", role);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  kill_children();
-  exit(1);
-}
-
 static const enum ibv_wc_opcode wc_opcode[N_OPS] = {
     IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_SEND, IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP};
 
@@ -403,13 +400,15 @@ int main(int argc, char** argv) {
 
   /* The targets first, before this process opens anything. */
   int socks[TARGETS];
+  is_parent = true;
   for (int k = 0; k < TARGETS; ++k) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) parent_fail("socketpair");
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) fail("socketpair");
     fflush(NULL);
     children[k] = fork();
-    if (children[k] < 0) parent_fail("fork");
+    if (children[k] < 0) fail("fork");
     if (children[k] == 0) {
+      is_parent = false;
       close(sv[0]);
       for (int j = 0; j < k; ++j) close(socks[j]);
       _exit(run_target(k, sv[1], where[k], n));
@@ -420,51 +419,43 @@ int main(int argc, char** argv) {
   role = "dc_fanout DCI";
   dc_watchdog("DCI: setting up", 60);
 
-  struct wr_plan* plan = calloc(n, sizeof(*plan));
   struct dct_totals tot[DCTS];
-  if (!plan) parent_fail("out of memory");
-  plan_all(plan, n, tot);
-
-  char dev[32];
-  uint8_t port_num;
-  parse_port(dci_where, dev, sizeof(dev), &port_num);
   struct dc_port port;
-  int err = dc_open_port(dev, port_num, &port);
-  if (err) parent_fail("%s port %d: %s", dev, port_num, strerror(err));
+  struct wr_plan* plan = plan_and_open(n, tot, dci_where, &port);
   struct ibv_device_attr dattr;
-  if (ibv_query_device(port.ctx, &dattr)) parent_fail("ibv_query_device");
+  if (ibv_query_device(port.ctx, &dattr)) fail("ibv_query_device");
   struct ibv_pd* pd = ibv_alloc_pd(port.ctx);
   struct ibv_cq* cq = pd ? ibv_create_cq(port.ctx, 2 * MAX_WINDOW, NULL, NULL, 0) : NULL;
   uint8_t* local = NULL;
-  if (posix_memalign((void**)&local, 4096, (size_t)window * MAX_LEN)) parent_fail("memory");
+  if (posix_memalign((void**)&local, 4096, (size_t)window * MAX_LEN)) fail("memory");
   struct ibv_mr* mr =
       cq ? ibv_reg_mr(pd, local, (size_t)window * MAX_LEN, IBV_ACCESS_LOCAL_WRITE) : NULL;
-  if (!mr) parent_fail("PD, CQ or MR: %s", strerror(errno));
+  if (!mr) fail("PD, CQ or MR: %s", strerror(errno));
   struct ibv_qp* dci =
       dc_create_dci(port.ctx, pd, cq, MAX_WINDOW, 1,
                     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND |
                         IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP);
-  if (!dci) parent_fail("mlx5dv_create_qp (DCI): %s", strerror(errno));
+  if (!dci) fail("mlx5dv_create_qp (DCI): %s", strerror(errno));
   struct ibv_qp_ex* qpx = ibv_qp_to_qp_ex(dci);
   struct mlx5dv_qp_ex* mqpx = qpx ? mlx5dv_qp_ex_from_ibv_qp_ex(qpx) : NULL;
-  if (!mqpx) parent_fail("the DCI has no mlx5dv_qp_ex");
+  if (!mqpx) fail("the DCI has no mlx5dv_qp_ex");
   struct dc_dci_attr attr = dc_dci_defaults;
   attr.max_rd_atomic =
       dattr.max_qp_rd_atom < 16 ? (dattr.max_qp_rd_atom ? dattr.max_qp_rd_atom : 1) : 16;
-  if ((err = dc_dci_ready(dci, &port, &attr)))
-    parent_fail("DCI RESET->INIT->RTR->RTS: %s", strerror(err));
+  int err = dc_dci_ready(dci, &port, &attr);
+  if (err) fail("DCI RESET->INIT->RTR->RTS: %s", strerror(err));
 
   struct dct_info info[DCTS];
   struct ibv_ah* ah[DCTS];
   const struct dci_info me = {.qpn = dci->qp_num, .lid = port.lid};
   for (int k = 0; k < TARGETS; ++k) {
     if (dc_read_full(socks[k], &info[2 * k], 2 * sizeof(info[0])))
-      parent_fail("target %d did not set up (see its message)", k);
-    if (dc_write_full(socks[k], &me, sizeof(me))) parent_fail("talking to target %d", k);
+      fail("target %d did not set up (see its message)", k);
+    if (dc_write_full(socks[k], &me, sizeof(me))) fail("talking to target %d", k);
   }
   for (int t = 0; t < DCTS; ++t) {
     ah[t] = dc_create_ah(pd, &port, info[t].lid);
-    if (!ah[t]) parent_fail("ibv_create_ah toward LID %u: %s", info[t].lid, strerror(errno));
+    if (!ah[t]) fail("ibv_create_ah toward LID %u: %s", info[t].lid, strerror(errno));
   }
   printf("%s: DCI 0x%06x on %s, LID %u: %d WRs over 8 DCTs, %d outstanding\n", role, dci->qp_num,
          dci_where, port.lid, n, window);
@@ -512,7 +503,7 @@ int main(int argc, char** argv) {
         mlx5dv_wr_set_dc_addr(mqpx, ah[w->dct], d->dctn, dct_key(w->dct));
       }
       if ((err = ibv_wr_complete(qpx)))
-        parent_fail("ibv_wr_complete of WRs %d..%d: %s", posted, posted + batch - 1, strerror(err));
+        fail("ibv_wr_complete of WRs %d..%d: %s", posted, posted + batch - 1, strerror(err));
       posted += batch;
       regions++;
     }
@@ -521,41 +512,41 @@ int main(int argc, char** argv) {
     const int must_wait = posted - completed == window || posted == n;
     struct ibv_wc wc;
     int got = must_wait ? dc_poll_one(cq, &wc, POLL_MS) : ibv_poll_cq(cq, 1, &wc);
-    if (got < 0) parent_fail("ibv_poll_cq");
+    if (got < 0) fail("ibv_poll_cq");
     if (got == 0) {
-      if (must_wait) parent_fail("WR %d did not complete within %d ms", completed, POLL_MS);
+      if (must_wait) fail("WR %d did not complete within %d ms", completed, POLL_MS);
       continue;
     }
     const int i = completed++;
     const struct wr_plan* w = &plan[i];
     const uint8_t* buf = local + (size_t)(i % window) * MAX_LEN;
     if (wc.status != IBV_WC_SUCCESS)
-      parent_fail("WR %d (%s to DCT %d) completed with %s (%d)", i, op_names[w->op], w->dct,
-                  ibv_wc_status_str(wc.status), wc.status);
+      fail("WR %d (%s to DCT %d) completed with %s (%d)", i, op_names[w->op], w->dct,
+           ibv_wc_status_str(wc.status), wc.status);
     if (wc.wr_id != (uint64_t)i)
-      parent_fail("completion of WR %" PRIu64 " where WR %d was next", wc.wr_id, i);
+      fail("completion of WR %" PRIu64 " where WR %d was next", wc.wr_id, i);
     if (wc.opcode != wc_opcode[w->op])
-      parent_fail("WR %d (%s) completed as opcode %d", i, op_names[w->op], wc.opcode);
+      fail("WR %d (%s) completed as opcode %d", i, op_names[w->op], wc.opcode);
     long bad;
     uint64_t value;
     switch (w->op) {
       case OP_READ:
         if ((bad = dc_check(buf, w->len, read_seed(w->dct), w->roff, 0)) >= 0)
-          parent_fail("WR %d: READ of %u bytes at %u from DCT %d wrong at byte %ld", i, w->len,
-                      w->roff, w->dct, bad);
+          fail("WR %d: READ of %u bytes at %u from DCT %d wrong at byte %ld", i, w->len, w->roff,
+               w->dct, bad);
         break;
       case OP_FADD:
       case OP_CSWAP:
         memcpy(&value, buf, 8);
         if (value != w->expect)
-          parent_fail("WR %d: %s on DCT %d returned 0x%" PRIx64 ", want 0x%" PRIx64, i,
-                      op_names[w->op], w->dct, value, w->expect);
+          fail("WR %d: %s on DCT %d returned 0x%" PRIx64 ", want 0x%" PRIx64, i, op_names[w->op],
+               w->dct, value, w->expect);
         break;
     }
     per_op[w->op]++;
   }
   const int state = dc_qp_state(dci);
-  if (state != IBV_QPS_RTS) parent_fail("the DCI is in %s after the run", dc_state_str(state));
+  if (state != IBV_QPS_RTS) fail("the DCI is in %s after the run", dc_state_str(state));
   printf(
       "%s: all %d WRs completed in order: %d WRITE, %d READ, %d SEND, %d FETCH_ADD, "
       "%d CMP_SWP\n",
