@@ -4,7 +4,9 @@
 // (atomic_cap IBV_ATOMIC_HCA). Shared by the responder and the context that
 // executes XRC requests forwarded to it.
 #include <cstdint>
+#include <mutex>
 
+#include "transport/engine/device_memory.h"
 #include "transport/wire/atomic_eth.h"
 #include "transport/wire/opcode.h"
 
@@ -20,6 +22,25 @@ inline uint64_t execute_atomic(uint8_t opcode, const wire::AtomicEth& a, uint64_
     return orig;
   }
   return __atomic_fetch_add(word, a.swap_add(), __ATOMIC_SEQ_CST);
+}
+
+/// The same on the 8 bytes `span` names, which may be device memory: read,
+/// changed and written back under one lock, so RDMA atomics of this process
+/// never tear each other's values (a GPU kernel writing the word meanwhile is
+/// not excluded: PCIe offers that only to real HCAs). False when the memory
+/// refused the access.
+inline bool execute_atomic(uint8_t opcode, const wire::AtomicEth& a, const MemorySpan& span,
+                           uint64_t* orig) noexcept {
+  if (!span.on_device()) {
+    *orig = execute_atomic(opcode, a, reinterpret_cast<uint64_t*>(span.addr));
+    return true;
+  }
+  static std::mutex device_atomics;
+  std::lock_guard lock(device_atomics);
+  uint64_t word;
+  if (!span.read(0, &word, sizeof(word))) return false;
+  *orig = execute_atomic(opcode, a, &word);
+  return span.write(0, &word, sizeof(word));
 }
 
 }  // namespace ibemu::engine

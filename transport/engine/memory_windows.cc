@@ -98,7 +98,7 @@ bool MrTable::find_window(uint32_t rkey, MemoryWindow* out) const {
 }
 
 MrCheck MrTable::check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
-                              uint32_t need, uint8_t** out) const {
+                              uint32_t need, MemorySpan* out) const {
   std::shared_lock lock(mutex_);
   auto it = windows_.find(rkey >> 8);
   if (it == windows_.end()) return MrCheck::kBadKey;
@@ -110,7 +110,7 @@ MrCheck MrTable::check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t
   if ((mw.access & need) != need) return MrCheck::kNoAccess;
   auto mr = regions_.find(mw.mr_key);
   if (mr == regions_.end()) return MrCheck::kBadKey;
-  *out = mr->second.addr + mw.mr_offset + (va - mw.va);
+  *out = MemorySpan{mr->second.addr + mw.mr_offset + (va - mw.va), mr->second.device.get()};
   return MrCheck::kOk;
 }
 

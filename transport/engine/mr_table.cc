@@ -5,10 +5,11 @@
 
 namespace ibemu::engine {
 
-uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access) {
+uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
+                      std::shared_ptr<DeviceMemory> device) {
   std::unique_lock lock(mutex_);
   const uint32_t key = unused_index() << 8 | (rng_() & 0xff);
-  regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access};
+  regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
   return key;
 }
 
@@ -55,7 +56,7 @@ size_t MrTable::size() const {
 }
 
 MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
-                       uint8_t** out) const {
+                       MemorySpan* out) const {
   std::shared_lock lock(mutex_);
   auto it = regions_.find(key);
   if (it == regions_.end()) return MrCheck::kBadKey;
@@ -63,24 +64,54 @@ MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uin
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mr.access & need) != need) return MrCheck::kNoAccess;
-  *out = mr.addr + (va - mr.iova);
+  *out = MemorySpan{mr.addr + (va - mr.iova), mr.device.get()};
   return MrCheck::kOk;
 }
 
 MrCheck MrTable::local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need,
-                       uint8_t** out) const {
+                       MemorySpan* out) const {
   return check(lkey, pd, addr, len, need, out);
 }
 
 MrCheck MrTable::remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
-                        uint32_t need, uint8_t** out) const {
+                        uint32_t need, MemorySpan* out) const {
   MrCheck c = check(rkey, pd, va, len, need, out);
   return c == MrCheck::kBadKey ? check_window(rkey, pd, qpn, va, len, need, out) : c;
 }
 
 namespace {
+MrCheck host_only(MrCheck c, const MemorySpan& span, uint8_t** out) {
+  if (c != MrCheck::kOk) return c;
+  if (span.on_device()) return MrCheck::kNoAccess;
+  *out = span.addr;
+  return c;
+}
+}  // namespace
+
+MrCheck MrTable::local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need,
+                       uint8_t** out) const {
+  MemorySpan span;
+  return host_only(local(lkey, pd, addr, len, need, &span), span, out);
+}
+
+MrCheck MrTable::remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
+                        uint32_t need, uint8_t** out) const {
+  MemorySpan span;
+  return host_only(remote(rkey, pd, qpn, va, len, need, &span), span, out);
+}
+
+std::unordered_map<std::string, uint32_t> MrTable::device_regions() const {
+  std::shared_lock lock(mutex_);
+  std::unordered_map<std::string, uint32_t> out;
+  for (const auto& [key, mr] : regions_)
+    if (mr.device) ++out[mr.device->kind()];
+  return out;
+}
+
+namespace {
 // Walks the SGEs from message offset `offset` for `len` bytes, calling
-// fn(local_ptr, flat_pos, n) for each contiguous piece.
+// fn(span, flat_pos, n) for each contiguous piece; fn returns false when the
+// memory refused the access (a device region whose memory went away).
 template <typename Fn>
 MrCheck for_each_piece(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
                        uint64_t offset, uint32_t len, uint32_t need, Fn fn) {
@@ -92,10 +123,10 @@ MrCheck for_each_piece(const MrTable& mrs, uint32_t pd, const Sge* sges, int num
       continue;
     }
     uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len - done));
-    uint8_t* p;
-    MrCheck c = mrs.local(s.lkey, pd, s.addr + offset, n, need, &p);
+    MemorySpan span;
+    MrCheck c = mrs.local(s.lkey, pd, s.addr + offset, n, need, &span);
     if (c != MrCheck::kOk) return c;
-    fn(p, done, n);
+    if (!fn(span, done, n)) return MrCheck::kNoAccess;
     done += n;
     offset = 0;
   }
@@ -105,16 +136,18 @@ MrCheck for_each_piece(const MrTable& mrs, uint32_t pd, const Sge* sges, int num
 
 MrCheck copy_to_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge, uint64_t offset,
                      const uint8_t* src, uint32_t len) {
-  return for_each_piece(
-      mrs, pd, sges, num_sge, offset, len, kAccessLocalWrite,
-      [src](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(p, src + pos, n); });
+  return for_each_piece(mrs, pd, sges, num_sge, offset, len, kAccessLocalWrite,
+                        [src](const MemorySpan& span, uint32_t pos, uint32_t n) {
+                          return span.write(0, src + pos, n);
+                        });
 }
 
 MrCheck copy_from_sges(const MrTable& mrs, uint32_t pd, const Sge* sges, int num_sge,
                        uint64_t offset, uint8_t* dst, uint32_t len) {
-  return for_each_piece(
-      mrs, pd, sges, num_sge, offset, len, 0,
-      [dst](uint8_t* p, uint32_t pos, uint32_t n) { std::memcpy(dst + pos, p, n); });
+  return for_each_piece(mrs, pd, sges, num_sge, offset, len, 0,
+                        [dst](const MemorySpan& span, uint32_t pos, uint32_t n) {
+                          return span.read(0, dst + pos, n);
+                        });
 }
 
 }  // namespace ibemu::engine

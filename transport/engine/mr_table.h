@@ -5,11 +5,14 @@
 // reader/writer lock; lookups never allocate.
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "transport/engine/device_memory.h"
 #include "transport/engine/types.h"
 
 namespace ibemu::engine {
@@ -19,10 +22,11 @@ struct MemoryRegion {
   uint32_t rkey = 0;
   uint32_t pd = 0;
   uint64_t iova = 0;        // the address the peer uses (== addr unless rereg'd / zero-based)
-  uint8_t* addr = nullptr;  // where the bytes are in this process
+  uint8_t* addr = nullptr;  // where the bytes are in this process (or on `device`)
   uint64_t length = 0;
   uint32_t access = 0;
-  uint32_t bound_windows = 0;  // deregistration waits until none is bound (C10-?)
+  uint32_t bound_windows = 0;            // deregistration waits until none is bound (C10-?)
+  std::shared_ptr<DeviceMemory> device;  // set for GPU memory: accessed by copies
 };
 
 /// A memory window (IBA 10.6.7): a remote key onto part of a region, bound
@@ -54,7 +58,9 @@ enum class MrCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
 class MrTable {
  public:
   /// Registers a region; returns its key (lkey == rkey, as on ConnectX).
-  uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access);
+  /// With `device`, `addr` is an address on that device.
+  uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
+               std::shared_ptr<DeviceMemory> device = nullptr);
   /// 0, EINVAL (no such region) or EBUSY (windows are bound to it).
   int remove(uint32_t key);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
@@ -65,11 +71,18 @@ class MrTable {
 
   /// Checks a local access through an lkey (an SGE) and returns where it lands.
   MrCheck local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need_access,
-                uint8_t** out) const;
+                MemorySpan* out) const;
   /// Checks a remote access through an rkey (RETH / AtomicETH) arriving on
   /// QP `qpn`: the key names a region or a bound window.
   MrCheck remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
+                 uint32_t need_access, MemorySpan* out) const;
+  /// The same for host memory only (tests): a device region is kNoAccess.
+  MrCheck local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need_access,
+                uint8_t** out) const;
+  MrCheck remote(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
                  uint32_t need_access, uint8_t** out) const;
+  /// How many regions are on devices, by kind ("cuda:0": 2), for status.
+  std::unordered_map<std::string, uint32_t> device_regions() const;
 
   // Memory windows (memory_windows.cc).
   /// Allocates an unbound window of type 1 or 2; returns its rkey.
@@ -86,9 +99,9 @@ class MrTable {
 
  private:
   MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
-                uint8_t** out) const;
+                MemorySpan* out) const;
   MrCheck check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
-                       uint32_t need, uint8_t** out) const;
+                       uint32_t need, MemorySpan* out) const;
   uint32_t unused_index();
   void unbind(MemoryWindow& mw);
 

@@ -304,6 +304,7 @@ class Qp {
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
 
   uint8_t tx_buf_[wire::kMaxPacket];
+  uint8_t bounce_[wire::kMaxPayload];  // READ responses from device memory
 };
 
 }  // namespace ibemu::engine

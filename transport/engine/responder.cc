@@ -332,7 +332,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     resp_.write_total = reth.dma_len();
     resp_.write_remaining = reth.dma_len();
     // IBA 9.7.5.2.3 / C9-?: the whole range is checked when the message starts.
-    uint8_t* dst;
+    MemorySpan dst;
     if (!(attr_.qp_access_flags & kAccessRemoteWrite) ||
         (resp_.write_total &&
          env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, resp_.write_total,
@@ -350,14 +350,15 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     return;
   }
   if (n) {
-    uint8_t* dst;
+    MemorySpan dst;
+    // The region, or the device memory under it, went away mid-message.
     if (env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, n,
-                         kAccessRemoteWrite, &dst) != MrCheck::kOk) {
-      resp_.in_write = false;  // the region went away mid-message
+                         kAccessRemoteWrite, &dst) != MrCheck::kOk ||
+        !dst.write(0, pkt.payload(), n)) {
+      resp_.in_write = false;
       responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
     }
-    std::memcpy(dst, pkt.payload(), n);
   }
   resp_.write_va += n;
   resp_.write_remaining -= n;
@@ -382,18 +383,22 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
 void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
   const wire::Reth reth = pkt.reth();
   const uint32_t len = reth.dma_len();
-  uint8_t* p = nullptr;
+  MemorySpan src;
   if (!(attr_.qp_access_flags & kAccessRemoteRead) ||
       (len && env_.mrs->remote(reth.rkey(), init_.pd, init_.qpn, reth.va(), len, kAccessRemoteRead,
-                               &p) != MrCheck::kOk)) {
+                               &src) != MrCheck::kOk)) {
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
   const uint8_t ack = wire::make_ack_syndrome(kNoCredits);
-  for_each_read_response(p, len, mtu_bytes(), psn,
-                         [&](uint8_t op, uint32_t response_psn, const uint8_t* data, uint32_t n) {
-                           send_response(op, response_psn, ack, data, n, 0);
-                         });
+  uint32_t sent = psn;
+  if (!for_each_read_response(
+          src, len, mtu_bytes(), psn, bounce_,
+          [&](uint8_t op, uint32_t response_psn, const uint8_t* data, uint32_t n) {
+            send_response(op, response_psn, ack, data, n, 0);
+            sent = wire::psn_add(response_psn, 1);
+          }))
+    responder_fail(sent, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
 }
 
 // Atomics (IBA 9.4.5, 9.7.5.2.3): the address must be 8-byte aligned and
@@ -405,15 +410,17 @@ void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
-  uint8_t* p;
+  MemorySpan word;
+  uint64_t orig;
+  // 8-byte aligned: checked above.
   if (!(attr_.qp_access_flags & kAccessRemoteAtomic) ||
-      env_.mrs->remote(a.rkey(), init_.pd, init_.qpn, a.va(), 8, kAccessRemoteAtomic, &p) !=
-          MrCheck::kOk) {
+      env_.mrs->remote(a.rkey(), init_.pd, init_.qpn, a.va(), 8, kAccessRemoteAtomic, &word) !=
+          MrCheck::kOk ||
+      !execute_atomic(pkt.opcode(), a, word, &orig)) {
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  // 8-byte aligned: checked above.
-  responder_atomic_done(psn, execute_atomic(pkt.opcode(), a, reinterpret_cast<uint64_t*>(p)));
+  responder_atomic_done(psn, orig);
 }
 
 // An executed atomic is remembered for its duplicates (C9-102), consumes its

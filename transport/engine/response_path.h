@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/engine/device_memory.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/types.h"
 #include "transport/wire/opcode.h"
@@ -38,21 +39,29 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
 
 /// The responses to an RDMA READ of `len` bytes at `src` (IBA 9.7.5.2.2):
 /// one PMTU each, PSNs from `psn` on. Calls send(rc_opcode, psn, data, n)
-/// for each packet.
+/// for each packet; device memory is copied through `bounce` (one PMTU).
+/// Returns false when the memory refused a read (no further packet is sent).
 template <typename Send>
-void for_each_read_response(const uint8_t* src, uint32_t len, uint32_t mtu, uint32_t psn,
-                            Send&& send) {
+bool for_each_read_response(const MemorySpan& src, uint32_t len, uint32_t mtu, uint32_t psn,
+                            uint8_t* bounce, Send&& send) {
   using wire::Opcode;
   const uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
   for (uint32_t i = 0; i < npkts; ++i) {
     const bool first = i == 0, last = i + 1 == npkts;
     const uint32_t off = i * mtu;
+    const uint32_t n = std::min(mtu, len - off);
     const Opcode op = first && last ? Opcode::kRcReadResponseOnly
                       : first       ? Opcode::kRcReadResponseFirst
                       : last        ? Opcode::kRcReadResponseLast
                                     : Opcode::kRcReadResponseMiddle;
-    send(static_cast<uint8_t>(op), wire::psn_add(psn, i), src + off, std::min(mtu, len - off));
+    const uint8_t* data = src.addr + off;
+    if (src.on_device()) {
+      if (n && !src.read(off, bounce, n)) return false;
+      data = bounce;
+    }
+    send(static_cast<uint8_t>(op), wire::psn_add(psn, i), data, n);
   }
+  return true;
 }
 
 }  // namespace ibemu::engine

@@ -124,7 +124,7 @@ void Execution::write() {
   }
   uint64_t va = r.write_va;
   uint32_t rkey = r.write_rkey, remaining = r.write_remaining, total = r.write_total;
-  uint8_t* dst;
+  MemorySpan dst;
   if (flags() & wire::kIsFirst) {
     const wire::Reth reth = pkt.reth();
     va = reth.va();
@@ -143,11 +143,11 @@ void Execution::write() {
     return;
   }
   if (n) {
-    if (mrs.remote(rkey, pd(), r.qpn, va, n, kAccessRemoteWrite, &dst) != MrCheck::kOk) {
+    if (mrs.remote(rkey, pd(), r.qpn, va, n, kAccessRemoteWrite, &dst) != MrCheck::kOk ||
+        !dst.write(0, pkt.payload(), n)) {
       fail(NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
     }
-    std::memcpy(dst, pkt.payload(), n);
   }
   if ((flags() & wire::kIsLast) && (flags() & wire::kHasImmDt)) {
     RecvWqe wqe;
@@ -165,13 +165,11 @@ void Execution::atomic() {
     fail(NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
-  uint8_t* p;
+  MemorySpan word;
   if (!(r.access & kAccessRemoteAtomic) ||
-      mrs.remote(a.rkey(), pd(), r.qpn, a.va(), 8, kAccessRemoteAtomic, &p) != MrCheck::kOk) {
+      mrs.remote(a.rkey(), pd(), r.qpn, a.va(), 8, kAccessRemoteAtomic, &word) != MrCheck::kOk ||
+      !execute_atomic(pkt.opcode(), a, word, &v.atomic_orig))
     fail(NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
-    return;
-  }
-  v.atomic_orig = execute_atomic(pkt.opcode(), a, reinterpret_cast<uint64_t*>(p));
 }
 
 }  // namespace
@@ -210,7 +208,7 @@ void HcaEngine::serve_xrc_request(const uint8_t* data, size_t len) noexcept {
       // responses go straight to the requester, from the receive QP's port
       // and with its PSNs and MSN, before the verdict lets the QP go on.
       const wire::Reth reth = pkt.reth();
-      uint8_t* src = nullptr;
+      MemorySpan src;
       if (!(r.access & kAccessRemoteRead) ||
           (reth.dma_len() &&
            mrs_.remote(reth.rkey(), srq->xrc().pd, r.qpn, reth.va(), reth.dma_len(),
@@ -221,8 +219,11 @@ void HcaEngine::serve_xrc_request(const uint8_t* data, size_t len) noexcept {
         PortCounters& c = counters_->at(r.path.port_num);
         const uint8_t ack = wire::make_ack_syndrome(wire::kAethCreditInvalid);
         uint8_t buf[wire::kMaxPacket];
+        uint8_t bounce[wire::kMaxPayload];
+        // A device region that fails midway ends the responses; the
+        // requester's retries find it refused.
         for_each_read_response(
-            src, reth.dma_len(), r.mtu, r.response_psn,
+            src, reth.dma_len(), r.mtu, r.response_psn, bounce,
             [&](uint8_t op, uint32_t psn, const uint8_t* bytes, uint32_t n) {
               const size_t total =
                   write_response(buf, r.path, me, op, psn, ack, bytes, n, 0, sink_->wants_crcs());

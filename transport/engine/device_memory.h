@@ -1,0 +1,49 @@
+#pragma once
+// Memory the HCA reaches by copying rather than by loads and stores: a GPU's
+// (provider/core/cuda_memory.cc). A region registered on it keeps one of
+// these; every access the engine makes through such a region goes through
+// read() and write(), which return only once the bytes have moved, so a
+// completion reported after them means the data is in place.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+namespace ibemu::engine {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  /// Copies n bytes at device address `at` to `to`. False when the device
+  /// refuses (the memory was freed, the device is gone).
+  virtual bool read(uint64_t at, void* to, size_t n) noexcept = 0;
+  /// Copies n bytes from `from` to device address `at`.
+  virtual bool write(uint64_t at, const void* from, size_t n) noexcept = 0;
+  /// What `ibemu status` calls the memory, e.g. "cuda:0".
+  virtual const char* kind() const noexcept = 0;
+};
+
+/// Where an access through a key lands: host bytes, or an address on a
+/// device that is copied to and from.
+struct MemorySpan {
+  uint8_t* addr = nullptr;  // host pointer, or the device address
+  DeviceMemory* device = nullptr;
+
+  bool on_device() const noexcept { return device != nullptr; }
+  bool write(size_t offset, const void* from, size_t n) const noexcept {
+    if (!device) {
+      std::memcpy(addr + offset, from, n);
+      return true;
+    }
+    return device->write(reinterpret_cast<uint64_t>(addr) + offset, from, n);
+  }
+  bool read(size_t offset, void* to, size_t n) const noexcept {
+    if (!device) {
+      std::memcpy(to, addr + offset, n);
+      return true;
+    }
+    return device->read(reinterpret_cast<uint64_t>(addr) + offset, to, n);
+  }
+};
+
+}  // namespace ibemu::engine
