@@ -32,6 +32,10 @@ int ibemu_core_query_port(struct ibemu_core_context* ctx, uint8_t port, struct i
 uint32_t ibemu_core_alloc_pd(struct ibemu_core_context* ctx);
 int ibemu_core_reg_mr(struct ibemu_core_context* ctx, uint32_t pd, void* addr, size_t length,
                       uint64_t iova, int access, uint32_t* key);
+/* ibv_reg_dmabuf_mr: a GPU dma-buf named by its GPU address (iova), or a
+ * host dma-buf mapped at `offset`. */
+int ibemu_core_reg_dmabuf_mr(struct ibemu_core_context* ctx, uint32_t pd, uint64_t offset,
+                             size_t length, uint64_t iova, int fd, int access, uint32_t* key);
 int ibemu_core_dereg_mr(struct ibemu_core_context* ctx, uint32_t key);
 /* An address handle: what ibv_create_ah was given (a UD WR names it). */
 struct ibemu_ah {

@@ -73,6 +73,9 @@ struct verbs_device {
   uint64_t core_support;
 };
 
+/* libibverbs' enum ibv_mr_type (driver.h). */
+enum { IBEMU_MR_TYPE_MR = 0, IBEMU_MR_TYPE_DMABUF_MR = 3 };
+
 struct verbs_mr {
   struct ibv_mr ibv_mr;
   int mr_type; /* enum ibv_mr_type */

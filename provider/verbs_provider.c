@@ -107,6 +107,30 @@ static struct ibv_mr* ibemu_reg_mr(struct ibv_pd* pd, void* addr, size_t length,
   return &vmr->ibv_mr;
 }
 
+static struct ibv_mr* ibemu_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
+                                          uint64_t iova, int fd, int access) {
+  struct verbs_mr* vmr = calloc(1, sizeof(*vmr));
+  uint32_t key;
+  int err;
+  if (!vmr) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  err = ibemu_core_reg_dmabuf_mr(to_ctx(pd->context)->core, to_pd(pd)->id, offset, length, iova, fd,
+                                 access, &key);
+  if (err) {
+    free(vmr);
+    errno = err;
+    return NULL;
+  }
+  vmr->ibv_mr.lkey = key;
+  vmr->ibv_mr.rkey = key;
+  vmr->ibv_mr.handle = key;
+  vmr->access = access;
+  vmr->mr_type = IBEMU_MR_TYPE_DMABUF_MR;
+  return &vmr->ibv_mr;
+}
+
 static int ibemu_dereg_mr(struct verbs_mr* vmr) {
   int err = ibemu_core_dereg_mr(to_ctx(vmr->ibv_mr.context)->core, vmr->ibv_mr.lkey);
   if (err) return err;
@@ -626,6 +650,7 @@ static const struct verbs_context_ops ibemu_ctx_ops = {
     .query_port = ibemu_query_port,
     .query_qp = ibemu_query_qp,
     .query_srq = ibemu_query_srq,
+    .reg_dmabuf_mr = ibemu_reg_dmabuf_mr,
     .reg_mr = ibemu_reg_mr,
     .req_notify_cq = ibemu_req_notify_cq,
     .rereg_mr = ibemu_rereg_mr,

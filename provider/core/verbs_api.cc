@@ -4,6 +4,8 @@
 // objects need (QP numbers).
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,10 +13,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "common/hex.h"
 #include "provider/core/core_internal.h"
+#include "provider/core/cuda_memory.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
 
@@ -24,6 +29,9 @@ using namespace ibemu::engine;
 struct ibemu_core_context {
   provider::ProviderContext ctx;
   std::atomic<uint32_t> next_pd{1};
+  // Host dma-bufs mapped for their regions (ibv_reg_dmabuf_mr), by key.
+  std::mutex dmabuf_mutex;
+  std::map<uint32_t, std::pair<void*, size_t>> dmabuf_maps;
 };
 
 // An opcode the engine refuses at post time (EINVAL), for WRs found unusable
@@ -230,12 +238,41 @@ static int check_mr_access(int access) {
   return 0;
 }
 
+// A GPU pointer (cudaMalloc, cuMemAlloc) makes a region the engine reaches
+// through the CUDA driver (provider/core/cuda_memory.h); anything else is
+// host memory. Managed memory (cudaMallocManaged) counts as host memory: the
+// CPU may touch it, and the driver migrates its pages.
 int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t length, uint64_t iova,
                       int access, uint32_t* key) {
   if (int err = check_mr_access(access)) return err;
   if (!addr && length) return EINVAL;
-  *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
+  *key = c->ctx.engine().mrs().add(
+      pd, static_cast<uint8_t*>(addr), iova, length, static_cast<uint32_t>(access),
+      provider::CudaMemory::find(reinterpret_cast<uintptr_t>(addr), length));
+  return 0;
+}
+
+// ibv_reg_dmabuf_mr. A GPU's dma-buf (cuMemGetHandleForAddressRange) is
+// named, as NCCL and perftest name it, by iova = the GPU address of the
+// region; the region is then that GPU memory. Another dma-buf (a udmabuf, a
+// memfd-backed buffer) is mapped into the process and is host memory.
+int ibemu_core_reg_dmabuf_mr(ibemu_core_context* c, uint32_t pd, uint64_t offset, size_t length,
+                             uint64_t iova, int fd, int access, uint32_t* key) {
+  if (int err = check_mr_access(access)) return err;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) return EBADF;
+  if (auto gpu = provider::CudaMemory::find(iova, length)) {
+    *key = c->ctx.engine().mrs().add(pd, reinterpret_cast<uint8_t*>(iova), iova, length,
+                                     static_cast<uint32_t>(access), std::move(gpu));
+    return 0;
+  }
+  void* map =
+      mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (map == MAP_FAILED) return errno == ENODEV ? EOPNOTSUPP : errno;
+  *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(map), iova, length,
                                    static_cast<uint32_t>(access));
+  std::lock_guard lock(c->dmabuf_mutex);
+  c->dmabuf_maps[*key] = {map, length};
   return 0;
 }
 
@@ -256,7 +293,14 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
 }
 
 int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
-  return c->ctx.engine().mrs().remove(key);
+  if (int err = c->ctx.engine().mrs().remove(key)) return err;
+  std::lock_guard lock(c->dmabuf_mutex);
+  auto it = c->dmabuf_maps.find(key);
+  if (it != c->dmabuf_maps.end()) {
+    munmap(it->second.first, it->second.second);
+    c->dmabuf_maps.erase(it);
+  }
+  return 0;
 }
 
 int ibemu_core_alloc_mw(ibemu_core_context* c, uint32_t pd, int type, uint32_t* rkey) {
