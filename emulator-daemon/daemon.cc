@@ -218,6 +218,7 @@ Json Daemon::do_status() {
     }
     dev["port_info"] = ports;
     dev["drops"] = counters_.device_drops_json(d);
+    dev["gpu_memory"] = counters_.gpu_memory_json(d);
   }
   Json procs = Json::array();
   for (auto& s : server_.sessions()) {

@@ -33,6 +33,16 @@ PortTotals PortCounterRegistry::port_totals(int device, int port) const {
   return t;
 }
 
+Json PortCounterRegistry::gpu_memory_json(int device) const {
+  uint64_t regions = 0, bytes = 0;
+  for (const auto& [id, live] : live_)
+    if (live.device == device && live.page.get()) {
+      regions += live.page.get()->gpu_regions.load(std::memory_order_relaxed);
+      bytes += live.page.get()->gpu_region_bytes.load(std::memory_order_relaxed);
+    }
+  return {{"regions", regions}, {"bytes", bytes}};
+}
+
 Json PortCounterRegistry::device_drops_json(int device) const {
   DeviceTotals t = closed_[device];
   for (const auto& [id, live] : live_)

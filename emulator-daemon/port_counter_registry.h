@@ -27,6 +27,8 @@ class PortCounterRegistry {
   Json port_json(int device, int port) const { return port_totals(device, port).to_json(); }
   /// Drops no port could be charged with (malformed, DLID of no port).
   Json device_drops_json(int device) const;
+  /// Regions the device's live contexts hold on GPU memory: {"regions", "bytes"}.
+  Json gpu_memory_json(int device) const;
 
  private:
   struct Live {

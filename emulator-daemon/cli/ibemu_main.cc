@@ -300,6 +300,10 @@ int cmd_status(const Options& o) {
       std::cout << fmt::format("  dropped before any port: malformed {}  wrong DLID {}\n",
                                dev["drops"]["malformed"].get<uint64_t>(),
                                dev["drops"]["wrong_dlid"].get<uint64_t>());
+    if (dev.contains("gpu_memory") && dev["gpu_memory"]["regions"].get<uint64_t>())
+      std::cout << fmt::format("  memory regions on GPUs: {} ({} bytes)\n",
+                               dev["gpu_memory"]["regions"].get<uint64_t>(),
+                               dev["gpu_memory"]["bytes"].get<uint64_t>());
   }
   if (reply.contains("fabric")) print_fabric(reply["fabric"]);
   std::cout << "processes:\n";

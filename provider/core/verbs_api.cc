@@ -238,6 +238,18 @@ static int check_mr_access(int access) {
   return 0;
 }
 
+// `ibemu status` shows how many regions of a device are GPU memory.
+static void count_gpu_region(ibemu_core_context* c, uint64_t length, bool added) {
+  engine::EngineCounters& counters = c->ctx.engine().counters();
+  if (added) {
+    counters.gpu_regions++;
+    counters.gpu_region_bytes += length;
+  } else {
+    counters.gpu_regions--;
+    counters.gpu_region_bytes -= length;
+  }
+}
+
 // A GPU pointer (cudaMalloc, cuMemAlloc) makes a region the engine reaches
 // through the CUDA driver (provider/core/cuda_memory.h); anything else is
 // host memory. Managed memory (cudaMallocManaged) counts as host memory: the
@@ -246,9 +258,10 @@ int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t len
                       int access, uint32_t* key) {
   if (int err = check_mr_access(access)) return err;
   if (!addr && length) return EINVAL;
-  *key = c->ctx.engine().mrs().add(
-      pd, static_cast<uint8_t*>(addr), iova, length, static_cast<uint32_t>(access),
-      provider::CudaMemory::find(reinterpret_cast<uintptr_t>(addr), length));
+  auto gpu = provider::CudaMemory::find(reinterpret_cast<uintptr_t>(addr), length);
+  if (gpu) count_gpu_region(c, length, true);
+  *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
+                                   static_cast<uint32_t>(access), std::move(gpu));
   return 0;
 }
 
@@ -262,6 +275,7 @@ int ibemu_core_reg_dmabuf_mr(ibemu_core_context* c, uint32_t pd, uint64_t offset
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return EBADF;
   if (auto gpu = provider::CudaMemory::find(iova, length)) {
+    count_gpu_region(c, length, true);
     *key = c->ctx.engine().mrs().add(pd, reinterpret_cast<uint8_t*>(iova), iova, length,
                                      static_cast<uint32_t>(access), std::move(gpu));
     return 0;
@@ -293,7 +307,9 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
 }
 
 int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
-  if (int err = c->ctx.engine().mrs().remove(key)) return err;
+  engine::MemoryRegion removed;
+  if (int err = c->ctx.engine().mrs().remove(key, &removed)) return err;
+  if (removed.device) count_gpu_region(c, removed.length, false);
   std::lock_guard lock(c->dmabuf_mutex);
   auto it = c->dmabuf_maps.find(key);
   if (it != c->dmabuf_maps.end()) {

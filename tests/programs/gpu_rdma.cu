@@ -9,7 +9,10 @@
  * must fail with IBV_WC_REM_ACCESS_ERR. Prints one line per step and exits 0
  * when everything held.
  *
- *   gpu_rdma [-m MAX_BYTES] [-d DEVICE_ORDINAL]
+ *   gpu_rdma [-m MAX_BYTES] [-d DEVICE_ORDINAL] [-w SECONDS]
+ *
+ * -w waits that long once the regions are registered, before the transfers
+ * (time to look at `ibemu status`).
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -24,6 +27,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern "C" {
+#include "rc_common.h"
+}
+
 static const char* role = "gpu_rdma";
 
 static void fail(const char* fmt, ...) {
@@ -36,9 +43,9 @@ static void fail(const char* fmt, ...) {
   exit(1);
 }
 
-#define CUDA_OK(call)                                                    \
-  do {                                                                   \
-    cudaError_t e_ = (call);                                             \
+#define CUDA_OK(call)                                                     \
+  do {                                                                    \
+    cudaError_t e_ = (call);                                              \
     if (e_ != cudaSuccess) fail("%s: %s", #call, cudaGetErrorString(e_)); \
   } while (0)
 
@@ -56,8 +63,7 @@ __global__ void fill_kernel(uint8_t* p, uint64_t n, uint32_t seed) {
     p[i] = pattern_byte(i, seed);
 }
 
-__global__ void check_kernel(const uint8_t* p, uint64_t n, uint32_t seed,
-                             unsigned long long* bad) {
+__global__ void check_kernel(const uint8_t* p, uint64_t n, uint32_t seed, unsigned long long* bad) {
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x)
     if (p[i] != pattern_byte(i, seed)) atomicAdd(bad, 1ull);
@@ -155,34 +161,8 @@ static void open_side(struct side* s, const char* devname, uint64_t size, int* h
 }
 
 static void connect_side(struct side* s, const struct endpoint_info* peer) {
-  struct ibv_qp_attr a = {};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = kAccess;
-  if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                   IBV_QP_ACCESS_FLAGS))
-    fail("INIT");
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = peer->qpn;
-  a.ah_attr.dlid = peer->lid;
-  a.ah_attr.port_num = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                   IBV_QP_MIN_RNR_TIMER))
-    fail("RTR");
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    fail("RTS");
+  if (int err = connect_rc_qp(s->qp, peer->qpn, peer->lid, IBV_MTU_4096, 14, 7, kAccess))
+    fail("connecting the QP: %s", strerror(err));
 }
 
 static struct endpoint_info describe(const struct side* s, int has_dmabuf) {
@@ -232,7 +212,8 @@ struct request {
 
 static void io(int fd, void* p, size_t n, int write_it) {
   for (size_t done = 0; done < n;) {
-    ssize_t r = write_it ? write(fd, (char*)p + done, n - done) : read(fd, (char*)p + done, n - done);
+    ssize_t r =
+        write_it ? write(fd, (char*)p + done, n - done) : read(fd, (char*)p + done, n - done);
     if (r <= 0) fail("socket: %s", r ? strerror(errno) : "closed");
     done += (size_t)r;
   }
@@ -298,8 +279,7 @@ static const char* names[kRegions] = {"GPU", "host", "GPU dma-buf"};
 static void expect_wc(struct side* a, enum ibv_wc_status want, const char* what) {
   struct ibv_wc wc = wait_wc(a);
   if (wc.status != want)
-    fail("%s: completion %s, want %s", what, ibv_wc_status_str(wc.status),
-         ibv_wc_status_str(want));
+    fail("%s: completion %s, want %s", what, ibv_wc_status_str(wc.status), ibv_wc_status_str(want));
 }
 
 static void run_size(int sock, struct side* a, const struct endpoint_info* b, uint64_t n,
@@ -342,11 +322,16 @@ static void run_size(int sock, struct side* a, const struct endpoint_info* b, ui
 
 int main(int argc, char** argv) {
   uint64_t max = 64ull << 20;
-  int ordinal = 0, c;
-  while ((c = getopt(argc, argv, "m:d:")) != -1) {
-    if (c == 'm') max = strtoull(optarg, NULL, 0);
-    else if (c == 'd') ordinal = atoi(optarg);
-    else return 2;
+  int ordinal = 0, wait_s = 0, c;
+  while ((c = getopt(argc, argv, "m:d:w:")) != -1) {
+    if (c == 'm')
+      max = strtoull(optarg, NULL, 0);
+    else if (c == 'd')
+      ordinal = atoi(optarg);
+    else if (c == 'w')
+      wait_s = atoi(optarg);
+    else
+      return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   int sv[2];
@@ -369,6 +354,7 @@ int main(int argc, char** argv) {
 
   printf("GPU %d, dma-buf %s\n", ordinal,
          peer.has_dmabuf ? "registered" : "not offered by this CUDA driver: skipped");
+  if (wait_s) sleep(wait_s);
   uint32_t seed = 1;
   for (uint64_t n = 1; n <= max; n = n < 4096 ? n * 64 : n * 16) {
     run_size(me, &s, &peer, n, seed, 2u << 20);

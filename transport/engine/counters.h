@@ -28,6 +28,9 @@ struct EngineCounters {
   // Dropped before a port could be told: malformed (IBA 9.6.1), or for a
   // DLID none of this HCA's ports answers to (C7-66).
   std::atomic<uint64_t> rcv_malformed{0}, rcv_wrong_dlid{0};
+  // Regions registered on GPU memory now, and their bytes (gauges: they
+  // leave with the context).
+  std::atomic<uint64_t> gpu_regions{0}, gpu_region_bytes{0};
 
   PortCounters& at(unsigned port_num) { return port[port_num <= kCounterPorts ? port_num : 0]; }
 };

@@ -25,11 +25,12 @@ uint32_t MrTable::unused_index() {
   return index;
 }
 
-int MrTable::remove(uint32_t key) {
+int MrTable::remove(uint32_t key, MemoryRegion* removed) {
   std::unique_lock lock(mutex_);
   auto it = regions_.find(key);
   if (it == regions_.end()) return EINVAL;
   if (it->second.bound_windows) return EBUSY;
+  if (removed) *removed = it->second;
   indices_.erase(key >> 8);
   regions_.erase(it);
   return 0;

@@ -61,8 +61,9 @@ class MrTable {
   /// With `device`, `addr` is an address on that device.
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                std::shared_ptr<DeviceMemory> device = nullptr);
-  /// 0, EINVAL (no such region) or EBUSY (windows are bound to it).
-  int remove(uint32_t key);
+  /// 0, EINVAL (no such region) or EBUSY (windows are bound to it); the
+  /// region removed is copied to `removed` when given.
+  int remove(uint32_t key, MemoryRegion* removed = nullptr);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
   /// place; its key stays. Fields not flagged are kept. False if no such key.
   bool modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
