@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <mutex>
+#include <utility>
 
 namespace ibemu::provider {
 
@@ -24,6 +26,13 @@ CudaDriver* CudaDriver::loaded() noexcept {
   auto* d = new (std::nothrow) CudaDriver;
   if (!d || !d->bind(library)) {
     delete d;
+    // Said once: GPU pointers would be taken for host memory.
+    static bool said = false;
+    if (!std::exchange(said, true))
+      std::fprintf(stderr,
+                   "ibemu: the CUDA driver loaded here (libcuda.so.1) lacks the calls ibemu "
+                   "needs (cuPointerGetAttribute, cuMemcpyHtoDAsync_v2, ...): GPU memory "
+                   "cannot be registered; a CUDA 11 or later driver is needed\n");
     return nullptr;
   }
   driver = d;

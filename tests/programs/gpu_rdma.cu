@@ -6,7 +6,9 @@
  * 64 MiB: RDMA WRITE host -> GPU, GPU -> host and GPU -> GPU, RDMA READ
  * from GPU memory, SEND into a GPU receive buffer; every GPU buffer is
  * filled and checked by kernels on the GPU. Then a bad rkey on a GPU region
- * must fail with IBV_WC_REM_ACCESS_ERR. Prints one line per step and exits 0
+ * must fail with IBV_WC_REM_ACCESS_ERR, and so must a WRITE into GPU memory
+ * freed while its region is still registered; regions deregister both
+ * while their memory is allocated and after it was freed. Prints one line per step and exits 0
  * when everything held.
  *
  *   gpu_rdma [-m MAX_BYTES] [-d DEVICE_ORDINAL] [-w SECONDS]
@@ -203,7 +205,7 @@ static void post(struct side* s, enum ibv_wr_opcode op, int region, uint64_t n, 
 
 /* ---- B: the passive side, serving A's commands ---- */
 
-enum cmd { kFill, kCheck, kPostRecv, kWaitRecv, kQuit };
+enum cmd { kFill, kCheck, kPostRecv, kWaitRecv, kReconnect, kFreeGpu, kDeregGpu, kQuit };
 struct request {
   int cmd, region;
   uint64_t n;
@@ -231,7 +233,15 @@ static uint64_t mismatches(struct side* s, int region, uint64_t n, uint32_t seed
                          : gpu_mismatches(s->buf[region], n, seed);
 }
 
-static int serve(int sock, struct side* b) {
+/* Back to RTS after an error: RESET, then connected again. */
+static void reconnect(struct side* s, const struct endpoint_info* peer) {
+  struct ibv_qp_attr a = {};
+  a.qp_state = IBV_QPS_RESET;
+  if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE)) fail("RESET");
+  connect_side(s, peer);
+}
+
+static int serve(int sock, struct side* b, const struct endpoint_info* peer) {
   for (;;) {
     struct request q;
     io(sock, &q, sizeof(q), 0);
@@ -257,6 +267,15 @@ static int serve(int sock, struct side* b) {
         answer = wc.status == IBV_WC_SUCCESS ? wc.byte_len : ~0ull;
         break;
       }
+      case kReconnect:
+        reconnect(b, peer);
+        break;
+      case kFreeGpu:  // the program frees GPU memory its region still names
+        CUDA_OK(cudaFree(b->buf[kGpu]));
+        break;
+      case kDeregGpu:
+        answer = (uint64_t)ibv_dereg_mr(b->mr[kGpu]);
+        break;
       case kQuit:
         return 0;
     }
@@ -350,7 +369,7 @@ int main(int argc, char** argv) {
   io(me, &mine, sizeof(mine), 1);
   io(me, &peer, sizeof(peer), 0);
   connect_side(&s, &peer);
-  if (pid == 0) return serve(me, &s);
+  if (pid == 0) return serve(me, &s, &peer);
 
   printf("GPU %d, dma-buf %s\n", ordinal,
          peer.has_dmabuf ? "registered" : "not offered by this CUDA driver: skipped");
@@ -369,6 +388,18 @@ int main(int argc, char** argv) {
   expect_wc(&s, IBV_WC_REM_ACCESS_ERR, "RDMA WRITE with a bad rkey");
   if (ask(me, kCheck, kGpu, 4096, 999)) fail("a refused WRITE changed GPU memory");
   printf("bad rkey on a GPU region: IBV_WC_REM_ACCESS_ERR, GPU memory untouched: ok\n");
+
+  /* GPU memory freed under a registered region: refused, no crash. */
+  reconnect(&s, &peer);
+  ask(me, kReconnect, 0, 0, 0);
+  ask(me, kFreeGpu, 0, 0, 0);
+  post(&s, IBV_WR_RDMA_WRITE, kHost, 4096, peer.addr[kGpu], peer.rkey[kGpu]);
+  expect_wc(&s, IBV_WC_REM_ACCESS_ERR, "RDMA WRITE into freed GPU memory");
+  if (ask(me, kDeregGpu, 0, 0, 0)) fail("ibv_dereg_mr of a region whose GPU memory was freed");
+  if (ibv_dereg_mr(s.mr[kGpu])) fail("ibv_dereg_mr of a GPU region: %s", strerror(errno));
+  printf(
+      "WRITE into freed GPU memory: IBV_WC_REM_ACCESS_ERR; deregistration before and after "
+      "cudaFree: ok\n");
 
   struct request quit = {kQuit, 0, 0, 0};
   io(me, &quit, sizeof(quit), 1);
