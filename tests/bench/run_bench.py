@@ -5,6 +5,7 @@ latencies in microseconds; the idle cost of a verbs process in % of a core.
 Figures only — nothing here passes or fails."""
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -126,6 +127,24 @@ def hosts_section():
         lab.close()
 
 
+def gpu_section(env):
+    """RDMA WRITE into GPU memory against cudaMemcpy HtoD of the same sizes
+    (docs/gpu.md), where the GPU benchmark was built and a GPU is present."""
+    bench = BUILD / "bin" / "gpu_write_bw"
+    if not bench.exists() or not shutil.which("nvidia-smi"):
+        print("\nGPU: skipped (gpu_write_bw not built or no NVIDIA driver)")
+        return
+    r = subprocess.run([IBEMU, "run", "--", str(bench), "65536", "16777216"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    print(f"\n{'test':<14}{'size':>9}{'MB/s':>11}{'HtoD MB/s':>13}{'ratio':>8}")
+    for line in r.stdout.splitlines():
+        _, size, rdma, htod, ratio = line.split()
+        print(f"{'gpu_write':<14}{size:>9}{float(rdma):11.1f}{float(htod):13.1f}"
+              f"{float(ratio):8.3f}")
+    if r.returncode:
+        print(f"GPU benchmark failed: {r.stderr.strip()}")
+
+
 def main():
     runtime = tempfile.mkdtemp(prefix="ibemu-bench-")
     env = dict(os.environ, IBEMU_RUNTIME_DIR=runtime)
@@ -153,6 +172,7 @@ def main():
                               env=env, capture_output=True, text=True)
         print(f"\nidle process (device open, receive posted): "
               f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
+        gpu_section(env)
     finally:
         subprocess.run([IBEMU, "down"], env=env, capture_output=True)
     hosts_section()
