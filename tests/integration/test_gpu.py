@@ -1,4 +1,5 @@
-"""GPU memory as RDMA memory (docs/gpu.md): tests/programs/gpu_rdma moves
+"""GPU memory as RDMA memory (docs/gpu.md). On any machine: a CPU dma-buf
+registered with ibv_reg_dmabuf_mr. With a GPU: tests/programs/gpu_rdma moves
 data between two processes' GPU and host buffers by RDMA WRITE, READ and
 SEND, 1 byte to 64 MiB, through ibv_reg_mr and ibv_reg_dmabuf_mr, checks
 every byte with kernels on the GPU and a bad rkey on a GPU region. It needs
@@ -27,9 +28,16 @@ def gpu_missing():
     return None
 
 
-pytestmark = pytest.mark.skipif(gpu_missing() is not None, reason=str(gpu_missing()))
+needs_gpu = pytest.mark.skipif(gpu_missing() is not None, reason=str(gpu_missing()))
 
 
+def test_cpu_dmabuf_is_written_through_its_fd(fabric):
+    r = fabric.run([str(BUILD / "bin" / "dmabuf_probe")], timeout=60)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    assert "CPU dma-buf at offset 4096: ok" in r.stdout and "EBADF: ok" in r.stdout, r.stdout
+
+
+@needs_gpu
 def test_gpu_memory_through_write_read_send_and_dmabuf(fabric):
     r = fabric.run([str(GPU_RDMA)], timeout=600)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{fabric.logs()}"
@@ -38,6 +46,7 @@ def test_gpu_memory_through_write_read_send_and_dmabuf(fabric):
         assert re.search(rf"^{size} bytes: .*: ok$", r.stdout, re.M), r.stdout
 
 
+@needs_gpu
 def test_status_shows_gpu_regions(fabric):
     proc = fabric.spawn([str(GPU_RDMA), "-m", "1048576", "-w", "3"])
     try:
