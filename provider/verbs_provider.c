@@ -84,51 +84,39 @@ static int ibemu_dealloc_pd(struct ibv_pd* pd) {
   return 0;
 }
 
-static struct ibv_mr* ibemu_reg_mr(struct ibv_pd* pd, void* addr, size_t length, uint64_t hca_va,
-                                   int access) {
-  struct verbs_mr* vmr = calloc(1, sizeof(*vmr));
-  uint32_t key;
-  int err;
+/* The libibverbs object of a region the core registered (err 0) under `key`. */
+static struct ibv_mr* new_mr(int err, uint32_t key, int access, int mr_type) {
+  struct verbs_mr* vmr = err ? NULL : calloc(1, sizeof(*vmr));
   if (!vmr) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  err = ibemu_core_reg_mr(to_ctx(pd->context)->core, to_pd(pd)->id, addr, length, hca_va, access,
-                          &key);
-  if (err) {
-    free(vmr);
-    errno = err;
+    errno = err ? err : ENOMEM;
     return NULL;
   }
   vmr->ibv_mr.lkey = key;
   vmr->ibv_mr.rkey = key;
   vmr->ibv_mr.handle = key;
   vmr->access = access;
+  vmr->mr_type = mr_type;
   return &vmr->ibv_mr;
+}
+
+static struct ibv_mr* ibemu_reg_mr(struct ibv_pd* pd, void* addr, size_t length, uint64_t hca_va,
+                                   int access) {
+  uint32_t key = 0;
+  int err = ibemu_core_reg_mr(to_ctx(pd->context)->core, to_pd(pd)->id, addr, length, hca_va,
+                              access, &key);
+  struct ibv_mr* mr = new_mr(err, key, access, IBEMU_MR_TYPE_MR);
+  if (!mr && !err) ibemu_core_dereg_mr(to_ctx(pd->context)->core, key);
+  return mr;
 }
 
 static struct ibv_mr* ibemu_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
                                           uint64_t iova, int fd, int access) {
-  struct verbs_mr* vmr = calloc(1, sizeof(*vmr));
-  uint32_t key;
-  int err;
-  if (!vmr) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  err = ibemu_core_reg_dmabuf_mr(to_ctx(pd->context)->core, to_pd(pd)->id, offset, length, iova, fd,
-                                 access, &key);
-  if (err) {
-    free(vmr);
-    errno = err;
-    return NULL;
-  }
-  vmr->ibv_mr.lkey = key;
-  vmr->ibv_mr.rkey = key;
-  vmr->ibv_mr.handle = key;
-  vmr->access = access;
-  vmr->mr_type = IBEMU_MR_TYPE_DMABUF_MR;
-  return &vmr->ibv_mr;
+  uint32_t key = 0;
+  int err = ibemu_core_reg_dmabuf_mr(to_ctx(pd->context)->core, to_pd(pd)->id, offset, length, iova,
+                                     fd, access, &key);
+  struct ibv_mr* mr = new_mr(err, key, access, IBEMU_MR_TYPE_DMABUF_MR);
+  if (!mr && !err) ibemu_core_dereg_mr(to_ctx(pd->context)->core, key);
+  return mr;
 }
 
 static int ibemu_dereg_mr(struct verbs_mr* vmr) {

@@ -31,36 +31,6 @@ static double now_s() {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-struct end {
-  struct ibv_context* ctx;
-  struct ibv_pd* pd;
-  struct ibv_cq* cq;
-  struct ibv_qp* qp;
-  uint16_t lid;
-};
-
-static struct end open_end(const char* name) {
-  struct end e = {};
-  int n;
-  struct ibv_device** list = ibv_get_device_list(&n);
-  for (int i = 0; list && i < n && !e.ctx; ++i)
-    if (!strcmp(ibv_get_device_name(list[i]), name)) e.ctx = ibv_open_device(list[i]);
-  if (!e.ctx) fail(name);
-  struct ibv_port_attr pa;
-  if (ibv_query_port(e.ctx, 1, &pa)) fail("ibv_query_port");
-  e.lid = pa.lid;
-  e.pd = ibv_alloc_pd(e.ctx);
-  e.cq = ibv_create_cq(e.ctx, 256, NULL, NULL, 0);
-  struct ibv_qp_init_attr qa = {};
-  qa.send_cq = qa.recv_cq = e.cq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 128;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  e.qp = ibv_create_qp(e.pd, &qa);
-  if (!e.qp) fail("ibv_create_qp");
-  return e;
-}
-
 int main(int argc, char** argv) {
   size_t sizes[8] = {65536, 16u << 20};
   int count = 2;
@@ -74,7 +44,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gpu_write_bw: no CUDA device\n");
     return 1;
   }
-  struct end a = open_end("ibemu0"), b = open_end("ibemu1");
+  struct rc_end a, b;
+  if (open_rc_end("ibemu0", 128, &a) || open_rc_end("ibemu1", 128, &b)) fail("devices");
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   if (connect_rc_qp(a.qp, b.qp->qp_num, b.lid, IBV_MTU_4096, 14, 7, access) ||
       connect_rc_qp(b.qp, a.qp->qp_num, a.lid, IBV_MTU_4096, 14, 7, access))

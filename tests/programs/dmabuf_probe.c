@@ -20,39 +20,11 @@ static int failed(const char* what) {
   return 1;
 }
 
-struct end {
-  struct ibv_context* ctx;
-  struct ibv_pd* pd;
-  struct ibv_cq* cq;
-  struct ibv_qp* qp;
-  uint16_t lid;
-};
-
-static int open_end(const char* name, struct end* e) {
-  int n;
-  struct ibv_device** list = ibv_get_device_list(&n);
-  for (int i = 0; list && i < n && !e->ctx; ++i)
-    if (!strcmp(ibv_get_device_name(list[i]), name)) e->ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  struct ibv_port_attr pa;
-  if (!e->ctx || ibv_query_port(e->ctx, 1, &pa)) return -1;
-  e->lid = pa.lid;
-  e->pd = ibv_alloc_pd(e->ctx);
-  e->cq = e->pd ? ibv_create_cq(e->ctx, 8, NULL, NULL, 0) : NULL;
-  struct ibv_qp_init_attr qa = {
-      .send_cq = e->cq,
-      .recv_cq = e->cq,
-      .qp_type = IBV_QPT_RC,
-      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
-  e->qp = e->cq ? ibv_create_qp(e->pd, &qa) : NULL;
-  return e->qp ? 0 : -1;
-}
-
 int main(void) {
   enum { kSize = 3 * 4096 + 100, kOffset = 4096 };
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  struct end a = {0}, b = {0};
-  if (open_end("ibemu0", &a) || open_end("ibemu1", &b)) return failed("devices");
+  struct rc_end a, b;
+  if (open_rc_end("ibemu0", 4, &a) || open_rc_end("ibemu1", 4, &b)) return failed("devices");
   if (connect_rc_qp(a.qp, b.qp->qp_num, b.lid, IBV_MTU_1024, 14, 7, access) ||
       connect_rc_qp(b.qp, a.qp->qp_num, a.lid, IBV_MTU_1024, 14, 7, access))
     return failed("connecting");

@@ -79,3 +79,24 @@ int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, e
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
+
+int open_rc_end(const char* device, int depth, struct rc_end* e) {
+  int n;
+  struct ibv_device** list = ibv_get_device_list(&n);
+  memset(e, 0, sizeof(*e));
+  for (int i = 0; list && i < n && !e->ctx; ++i)
+    if (!strcmp(ibv_get_device_name(list[i]), device)) e->ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  struct ibv_port_attr pa;
+  if (!e->ctx || ibv_query_port(e->ctx, 1, &pa)) return -1;
+  e->lid = pa.lid;
+  e->pd = ibv_alloc_pd(e->ctx);
+  e->cq = e->pd ? ibv_create_cq(e->ctx, 2 * depth, NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr qa = {
+      .send_cq = e->cq,
+      .recv_cq = e->cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1, .max_recv_sge = 1}};
+  e->qp = e->cq ? ibv_create_qp(e->pd, &qa) : NULL;
+  return e->qp ? 0 : -1;
+}

@@ -22,4 +22,15 @@ int exchange(int fd, const void* out, void* in, size_t n);
 int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
                   uint8_t timeout, uint8_t rnr_retry, int access);
 
+/* One HCA of a pair in one process: port 1 of `device`, a PD, a CQ and an
+ * RC QP in RESET with `depth` WRs of one SGE each way. 0 or -1. */
+struct rc_end {
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  uint16_t lid;
+};
+int open_rc_end(const char* device, int depth, struct rc_end* e);
+
 #endif
