@@ -35,6 +35,12 @@ def namespaces_usable():
     return None
 
 
+# Tests that need several namespaces: skipped, with the reason, where they
+# cannot be made.
+needs_namespaces = pytest.mark.skipif(namespaces_usable() is not None,
+                                      reason=str(namespaces_usable()))
+
+
 class Host(Fabric):
     """One emulated host: a namespace with its own ibemud."""
 

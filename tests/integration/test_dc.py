@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import BUILD, free_tcp_port, run_pair, stack_dump
-from hosts import cm_address, meshed_lab, namespaces_usable, run_across
+from hosts import cm_address, meshed_lab, needs_namespaces, run_across
 
 DC_TRANSFER = str(BUILD / "bin" / "dc_transfer")
 DC_FANOUT = str(BUILD / "bin" / "dc_fanout")
@@ -150,10 +150,6 @@ def test_dc_errors(fabric, case):
 
 
 # ---- two hosts ----
-
-needs_namespaces = pytest.mark.skipif(namespaces_usable() is not None,
-                                      reason=str(namespaces_usable()))
-
 
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory):

@@ -8,11 +8,10 @@ import time
 import pytest
 
 from conftest import BUILD, free_tcp_port, rc_stream_until_cut
-from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, namespaces_usable, run_across
+from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, needs_namespaces, run_across
 from test_capture import finish, start_capture, tshark
 
-pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
-                                reason=str(namespaces_usable()))
+pytestmark = needs_namespaces
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,9 @@ import time
 
 import pytest
 
-from hosts import Lab, lid_of, namespaces_usable
+from hosts import Lab, lid_of, needs_namespaces
 
-pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
-                                reason=str(namespaces_usable()))
+pytestmark = needs_namespaces
 
 FABRIC = {"hello_ms": 50, "dead_ms": 500}
 POLL_S = 2  # ibemu-sm's sweep interval: a standby polls its master this often

@@ -6,10 +6,9 @@ import time
 import pytest
 
 from conftest import free_tcp_port
-from hosts import Lab, namespaces_usable, run_across
+from hosts import Lab, needs_namespaces, run_across
 
-pytestmark = pytest.mark.skipif(namespaces_usable() is not None,
-                                reason=str(namespaces_usable()))
+pytestmark = needs_namespaces
 
 # Short hellos so a departure is noticed within the test's patience.
 FABRIC = {"hello_ms": 50, "dead_ms": 500}
