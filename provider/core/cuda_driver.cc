@@ -69,6 +69,10 @@ bool CudaDriver::describe(uint64_t address, Pointer* out) noexcept {
   return true;
 }
 
+bool CudaDriver::buffer_id(uint64_t address, uint64_t* id) noexcept {
+  return pointer_get_attribute_(id, kAttrBufferId, address) == 0;
+}
+
 // Copies run in the region's context, pushed on the calling thread (the
 // progress thread has none of its own), on a stream of ibemu's own that does
 // not wait for the program's work; the stream is synchronised before the

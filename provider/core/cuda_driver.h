@@ -28,6 +28,9 @@ class CudaDriver {
   };
   /// False when the address is not known to CUDA (plain host memory).
   bool describe(uint64_t address, Pointer* out) noexcept;
+  /// Only the allocation's buffer id (one driver call, for every copy);
+  /// false when the address is no longer allocated.
+  bool buffer_id(uint64_t address, uint64_t* id) noexcept;
   /// Synchronous copies in `context`: they return once the bytes have
   /// arrived. False on any driver error.
   bool to_device(void* context, uint64_t device, const void* host, size_t n) noexcept;

@@ -15,8 +15,8 @@ CudaMemory::CudaMemory(CudaDriver* driver, const CudaDriver::Pointer& p)
     : driver_(driver), allocation_(p), kind_("cuda:" + std::to_string(p.ordinal)) {}
 
 bool CudaMemory::still_allocated(uint64_t at) noexcept {
-  CudaDriver::Pointer now;
-  return driver_->describe(at, &now) && now.buffer_id == allocation_.buffer_id;
+  uint64_t id;
+  return driver_->buffer_id(at, &id) && id == allocation_.buffer_id;
 }
 
 bool CudaMemory::read(uint64_t at, void* to, size_t n) noexcept {
