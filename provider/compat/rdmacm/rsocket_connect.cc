@@ -15,11 +15,6 @@ constexpr int kResolveTimeoutMs = 2000;
 // there is no thread to finish it after rclose returns.
 constexpr int kDefaultLingerMs = 10000;
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 /// errno for a CM event that ends an rconnect.
 int connect_error(const rdma_cm_event& e) {
   switch (e.event) {

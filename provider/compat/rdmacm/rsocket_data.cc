@@ -12,11 +12,6 @@ namespace ibemu::rsock {
 
 namespace {
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 size_t total_length(const iovec* iov, int iovcnt) {
   size_t total = 0;
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
@@ -124,15 +119,7 @@ ssize_t Socket::sendv(const iovec* iov, int iovcnt, int flags) {
   Lock lock(mu_);
   const bool nonblocking = nonblocking_ || (flags & MSG_DONTWAIT);
   const size_t total = total_length(iov, iovcnt);
-  size_t sent = 0;
-  for (;;) {
-    progress();
-    if (state_ == State::kConnecting || state_ == State::kAccepting) {
-      if (nonblocking) return fail(EAGAIN);
-      wait(lock);
-      continue;
-    }
-    if (int err = connection_error()) return sent ? ssize_t(sent) : fail(err);
+  return send_loop(lock, nonblocking, total, [&](size_t& sent) {
     while (sent < total && writes_in_flight_ < opt_.sqsize) {
       const Extent remote = tx_.next(std::min(total - sent, kMaxWrite));
       const Extent local = staging_ring_.reserve(remote.length);
@@ -141,15 +128,13 @@ ssize_t Socket::sendv(const iovec* iov, int iovcnt, int flags) {
       copy_iov(iov, iovcnt, sent, data, local.length, false);
       if (post_write(make_wr_id(WrKind::kStream, local.length), data, local.length,
                      staging_mr_->lkey, peer_ring_addr_ + remote.offset, peer_ring_rkey_, true))
-        return sent ? ssize_t(sent) : -1;
+        return -1;
       staging_ring_.commit(local.length);
       tx_.commit(local.length);
       sent += local.length;
     }
-    if (sent == total) return ssize_t(sent);
-    if (nonblocking) return sent ? ssize_t(sent) : fail(EAGAIN);
-    wait(lock);
-  }
+    return 0;
+  });
 }
 
 ssize_t Socket::recvv(const iovec* iov, int iovcnt, int flags) {

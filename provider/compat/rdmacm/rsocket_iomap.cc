@@ -11,15 +11,6 @@
 
 namespace ibemu::rsock {
 
-namespace {
-
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
-}  // namespace
-
 off_t Socket::iomap(void* buf, size_t len, int prot, int, off_t offset) {
   Lock lock(mu_);
   progress();
@@ -86,19 +77,11 @@ ssize_t Socket::iowrite(const void* buf, size_t count, off_t offset, int flags) 
   std::lock_guard<std::mutex> whole(send_mu_);
   Lock lock(mu_);
   const bool nonblocking = nonblocking_ || (flags & MSG_DONTWAIT);
-  size_t sent = 0;
-  for (;;) {
-    progress();
-    if (state_ == State::kConnecting || state_ == State::kAccepting) {
-      if (nonblocking) return fail(EAGAIN);
-      wait(lock);
-      continue;
-    }
-    if (int err = connection_error()) return sent ? ssize_t(sent) : fail(err);
+  return send_loop(lock, nonblocking, count, [&](size_t& sent) {
     auto region = std::find_if(peer_regions_.begin(), peer_regions_.end(), [&](const Region& r) {
       return offset >= r.offset && offset + off_t(count) <= r.offset + off_t(r.length);
     });
-    if (region == peer_regions_.end()) return sent ? ssize_t(sent) : fail(EINVAL);
+    if (region == peer_regions_.end()) return EINVAL;
     const uint64_t remote = region->addr + uint64_t(offset - region->offset);
     while (sent < count && writes_in_flight_ < opt_.sqsize) {
       const Extent local = staging_ring_.reserve(std::min(count - sent, kMaxWrite));
@@ -107,14 +90,12 @@ ssize_t Socket::iowrite(const void* buf, size_t count, off_t offset, int flags) 
       std::memcpy(data, static_cast<const uint8_t*>(buf) + sent, local.length);
       if (post_write(make_wr_id(WrKind::kIowrite, local.length), data, local.length,
                      staging_mr_->lkey, remote + sent, region->rkey, false))
-        return sent ? ssize_t(sent) : -1;
+        return -1;
       staging_ring_.commit(local.length);
       sent += local.length;
     }
-    if (sent == count) return ssize_t(sent);
-    if (nonblocking) return sent ? ssize_t(sent) : fail(EAGAIN);
-    wait(lock);
-  }
+    return 0;
+  });
 }
 
 }  // namespace ibemu::rsock

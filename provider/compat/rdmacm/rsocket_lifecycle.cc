@@ -18,11 +18,6 @@ namespace {
 std::mutex g_table_mu;
 std::unordered_map<int, std::shared_ptr<Socket>> g_table;
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 size_t page_round(size_t n) {

@@ -19,11 +19,6 @@ constexpr size_t kMinBuffer = 4096;
 constexpr size_t kMaxBuffer = size_t(1) << 30;
 constexpr uint32_t kMaxQueue = 16384;
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 }  // namespace
 
 int Socket::setsockopt(int level, int name, const void* val, socklen_t len) {

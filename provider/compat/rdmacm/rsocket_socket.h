@@ -14,6 +14,7 @@
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <cerrno>
 
 #include <cstdint>
 #include <deque>
@@ -25,6 +26,12 @@
 #include "provider/compat/rdmacm/rsocket_wire.h"
 
 namespace ibemu::rsock {
+
+/// The sockets API's failure: errno set, -1 returned.
+inline int fail(int err) {
+  errno = err;
+  return -1;
+}
 
 /// Control messages in flight from one side at a time; each side posts as
 /// many receive WRs beyond the data credits it gives, so they seldom meet
@@ -138,6 +145,28 @@ class Socket {
   void wait_fds(std::vector<pollfd>* out);
   void wake_sleepers();
   void done_sleeping_locked();
+
+  // What every sending call does around the bytes it moves: progress, wait
+  // while the connection is being set up, stop at its error, let push(sent)
+  // send what room allows (it returns 0 to go on, or an errno, or -1 with
+  // errno already set), then return what was sent or wait for more room.
+  template <typename Push>
+  ssize_t send_loop(Lock& lock, bool nonblocking, size_t total, Push&& push) {
+    size_t sent = 0;
+    for (;;) {
+      progress();
+      if (state_ == State::kConnecting || state_ == State::kAccepting) {
+        if (nonblocking) return fail(EAGAIN);
+        wait(lock);
+        continue;
+      }
+      if (int err = connection_error()) return sent ? ssize_t(sent) : fail(err);
+      if (const int stop = push(sent)) return sent ? ssize_t(sent) : stop < 0 ? -1 : fail(stop);
+      if (sent == total) return ssize_t(sent);
+      if (nonblocking) return sent ? ssize_t(sent) : fail(EAGAIN);
+      wait(lock);
+    }
+  }
 
   // The stream (rsocket_data.cc).
   int send_control(ControlKind kind, const ControlMessage* body = nullptr);
