@@ -68,17 +68,20 @@ static void release_binding(Library& lib, CmId* id) {
   id->bound = false;
 }
 
+// Asks the daemon to route (or stop routing) REQs for the id's ServiceID to
+// this port's endpoint.
+static int set_listening(Library& lib, Endpoint& ep, const CmId* id, bool listen) {
+  ibemu_umad_request req{};
+  ibemu_umad_reply rep{};
+  req.op = listen ? IBEMU_UMAD_CM_LISTEN : IBEMU_UMAD_CM_UNLISTEN;
+  req.service_id = id->service_id;
+  req.service_mask = ~0ull;
+  return lib.endpoint_request(ep, req, &rep);
+}
+
 static void stop_listening(Library& lib, CmId* id) {
-  for (unsigned index : id->listen_endpoints) {
-    Endpoint* ep = lib.endpoint(index);
-    if (!ep) continue;
-    ibemu_umad_request req{};
-    ibemu_umad_reply rep{};
-    req.op = IBEMU_UMAD_CM_UNLISTEN;
-    req.service_id = id->service_id;
-    req.service_mask = ~0ull;
-    lib.endpoint_request(*ep, req, &rep);
-  }
+  for (unsigned index : id->listen_endpoints)
+    if (Endpoint* ep = lib.endpoint(index)) set_listening(lib, *ep, id, false);
   id->listen_endpoints.clear();
 }
 
@@ -185,12 +188,7 @@ IBEMU_EXPORT int rdma_listen(rdma_cm_id* pub, int backlog) {
     if (id->port && id->port != &p) continue;
     Endpoint* ep = lib->endpoint(p.umad_index);
     if (!ep) continue;
-    ibemu_umad_request req{};
-    ibemu_umad_reply rep{};
-    req.op = IBEMU_UMAD_CM_LISTEN;
-    req.service_id = id->service_id;
-    req.service_mask = ~0ull;
-    if (int err = lib->endpoint_request(*ep, req, &rep)) {
+    if (int err = set_listening(*lib, *ep, id, true)) {
       stop_listening(*lib, id);
       return fail(err);
     }
