@@ -1209,5 +1209,103 @@ TEST(RcProtocol, GivenAckForAPsnNotYetSentExpectIgnored) {
   EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
 }
 
+/// An ACK or NAK from B made from one B sent: the same packet with `psn` and
+/// `syndrome`.
+std::vector<uint8_t> forged_response(const WirePacket& from_b, uint32_t psn, uint8_t syndrome) {
+  std::vector<uint8_t> bytes = from_b.bytes;
+  const size_t bth_at = wire::Lrh::kSize;
+  wire::Bth b = wire::Bth::from(bytes.data() + bth_at);
+  b.set_psn(psn);
+  b.to(bytes.data() + bth_at);
+  wire::Aeth a = wire::Aeth::from(bytes.data() + bth_at + wire::Bth::kSize);
+  a.set_syndrome(syndrome);
+  a.to(bytes.data() + bth_at + wire::Bth::kSize);
+  testing::reseal(bytes);
+  return bytes;
+}
+
+const uint8_t kSequenceNak = wire::make_nak_syndrome(wire::NakCode::kPsnSequenceError);
+
+TEST(RcProtocol, GivenStaleNakForAnAcknowledgedPsnExpectIgnoredAndNoRetryUsed) {
+  // retry_cnt 0: a NAK taken as a retry would end the QP in error.
+  ConnectParams p;
+  p.retry_cnt = 0;
+  EnginePair pair(p);
+  Message m1(pair.a, pair.b, 3 * 4096, 107), m2(pair.a, pair.b, 2 * 4096, 108);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m1.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(12, m2.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m1.send_sges)), 0);
+  pair.link.deliver_all();
+  pair.a.poll();
+  ASSERT_EQ(pair.a.send_wcs.size(), 1u);
+  // The second message is on the wire when a NAK for a PSN of the first,
+  // overtaken by the ACK that completed it, arrives.
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(2, WrOpcode::kSend, m2.send_sges)), 0);
+  const std::vector<uint8_t> stale =
+      forged_response(pair.acks_from(kLidB).back(), wire::psn_add(p.sq_psn_a, 1), kSequenceNak);
+  pair.a.engine.receive(stale.data(), stale.size());
+  ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 2; }));
+  expect_all(pair.a.send_wcs, WcStatus::kSuccess);
+  EXPECT_EQ(pair.requests_from(kLidA).size(), 5u);  // nothing resent
+  m2.expect_delivered();
+}
+
+TEST(RcProtocol, GivenSequenceNakDuplicatedOnTheWireExpectOneRetransmission) {
+  // retry_cnt 1: the copy, taken as a second retry, would exhaust it.
+  ConnectParams p;
+  p.retry_cnt = 1;
+  EnginePair pair(p);
+  const uint32_t lost = wire::psn_add(p.sq_psn_a, 2);
+  bool dropped = false;
+  pair.link.policy = [&](const WirePacket& w) {
+    if (w.is_request() && w.psn() == lost && !dropped) {
+      dropped = true;
+      return Fate::kDrop;
+    }
+    return w.is_ack() && w.ack_type() == wire::AckType::kNak ? Fate::kDuplicate : Fate::kDeliver;
+  };
+  Message m(pair.a, pair.b, 6 * 4096, 109);
+  send_and_wait(pair, m);
+  EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
+  m.expect_delivered();
+  const auto reqs = pair.requests_from(kLidA);
+  EXPECT_EQ(
+      std::count_if(reqs.begin(), reqs.end(), [&](const WirePacket& r) { return r.psn() == lost; }),
+      2);
+}
+
+TEST(RcProtocol, GivenAckForPacketsSentBeforeATimeoutExpectItCompletesTheWr) {
+  // 100 packets arrive, their ACKs are lost; the local ACK timeout resends
+  // from the first, with a window halved. The ACK that B sent for all 100
+  // then arrives late: it covers PSNs beyond those resent so far and still
+  // counts (IBA 9.7.5.1.1: any PSN sent and not acknowledged).
+  ConnectParams p;
+  p.timeout = 10;  // about 4 ms
+  EnginePair pair(p);
+  Message m(pair.a, pair.b, 100 * 4096, 110);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m.recv_sges)), 0);
+  pair.link.policy = [](const WirePacket& w) { return w.is_ack() ? Fate::kDrop : Fate::kDeliver; };
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+  pair.link.deliver_all();
+  const WirePacket last_ack = pair.acks_from(kLidB).back();
+  ASSERT_EQ(last_ack.psn(), wire::psn_add(p.sq_psn_a, 99));
+  pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
+  const size_t before = pair.requests_from(kLidA).size();
+  ASSERT_TRUE(pair.run_until([&] { return pair.requests_from(kLidA).size() > before; }));
+  const auto resent = pair.requests_from(kLidA).size() - before;
+  EXPECT_LT(resent, 100u);  // a window, halved
+  // The resend burst's last packet asks for an ACK.
+  EXPECT_TRUE(pair.requests_from(kLidA).back().view().bth().ack_req());
+  pair.link.discard_queued();
+  pair.link.policy = nullptr;
+  pair.a.engine.receive(last_ack.bytes.data(), last_ack.bytes.size());
+  pair.a.poll();
+  ASSERT_EQ(pair.a.send_wcs.size(), 1u);
+  EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
+  pair.run_for(10ms);
+  EXPECT_EQ(pair.requests_from(kLidA).size(), before + resent);  // nothing more
+  EXPECT_EQ(pair.a.state(), QpState::kRts);
+}
+
 }  // namespace
 }  // namespace ibemu::engine

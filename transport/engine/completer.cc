@@ -13,8 +13,11 @@ namespace ibemu::engine {
 void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
   if (!reliable() || !sq_can_send()) return;
   if (pkt.lrh().slid() != peer_.av.dlid) return;
+  // A response must be for a PSN sent and not yet acknowledged; anything else
+  // is a duplicate or a ghost and is dropped (IBA 9.7.5.1.1). PSNs sent before
+  // a rewind count: their packets may still be on the wire.
   const uint32_t psn = pkt.bth().psn();
-  if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
+  if (wire::psn_diff(psn, req_.sent_end_psn) >= 0) return;
   const uint32_t flags = pkt.info->flags;
   if ((flags & wire::kIsReadResponse) || (flags & wire::kIsAtomicAck)) {
     // A NAK may come in the AETH of a first/only READ response too.
@@ -30,28 +33,35 @@ void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
     return;
   }
   if (!(flags & wire::kIsAck)) return;
-  // Only ACKs for PSNs we sent and that are not yet acknowledged count
-  // (IBA 9.7.5.1.3: stale or ghost ACKs are ignored).
-  if (wire::psn_diff(psn, req_.next_psn) >= 0) return;
   const wire::Aeth aeth = pkt.aeth();
   const wire::AckType type = wire::aeth_type(aeth.syndrome());
   if (type == wire::AckType::kAck) {
     if (wire::psn_diff(psn, comp_.acked_psn) > 0) completer_ack(psn);
     return;
   }
+  // A NAK names the PSN the responder expects; one at or before the last
+  // acknowledged PSN was overtaken by later ACKs (a stale NAK).
+  if (wire::psn_diff(psn, comp_.acked_psn) <= 0) return;
   completer_nak(psn, type, wire::aeth_value(aeth.syndrome()));
+}
+
+// Forward progress restores the retry budgets (IBA 9.7.6.1.3) and restarts
+// the local ACK timer.
+void Qp::completer_progress(uint32_t acknowledged) noexcept {
+  requester_window_grow(acknowledged);
+  comp_.last_progress = now_ns();
+  comp_.retries_left = attr_.retry_cnt;
+  comp_.rnr_retries_left = attr_.rnr_retry;
+  comp_.resending_after_nak = false;
 }
 
 // Everything up to and including `psn` arrived: complete the WQEs it covers.
 void Qp::completer_ack(uint32_t psn) noexcept {
-  const int32_t advanced = wire::psn_diff(psn, comp_.acked_psn);
   const uint32_t acked_before = comp_.acked_psn;
   comp_.acked_psn = psn;
-  req_.unacked = advanced >= static_cast<int32_t>(req_.unacked) ? 0 : req_.unacked - advanced;
-  comp_.last_progress = now_ns();
-  // Forward progress restores the retry budgets (IBA 9.7.6.1.3).
-  comp_.retries_left = attr_.retry_cnt;
-  comp_.rnr_retries_left = attr_.rnr_retry;
+  completer_progress(static_cast<uint32_t>(wire::psn_diff(psn, acked_before)));
+  // Packets sent before a rewind arrived after all: resend only what follows.
+  if (wire::psn_diff(psn, req_.next_psn) >= 0) requester_resume_at(wire::psn_add(psn, 1));
   while (!sq_.empty() && sq_.head() < req_.cursor + (req_.cursor_offset ? 1 : 0)) {
     SendWqe& w = sq_.at(sq_.head());
     if (!w.started || wire::psn_diff(w.last_psn, psn) > 0) break;
@@ -63,7 +73,7 @@ void Qp::completer_ack(uint32_t psn) noexcept {
                             ? wire::psn_add(acked_before, 1)
                             : w.first_psn;
       comp_.acked_psn = wire::psn_add(resume, wire::kPsnMask);
-      requester_rewind(resume);
+      requester_resume_at(resume);
       requester_pump();
       return;
     }
@@ -98,13 +108,19 @@ void Qp::completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept
   switch (static_cast<wire::NakCode>(value)) {
     case wire::NakCode::kPsnSequenceError:
       // Go back to the PSN the responder expects (IBA 9.7.5.2.1). This is a
-      // retry: it draws on retry_cnt like a timeout does.
+      // retry: it draws on retry_cnt like a timeout does. The responder NAKs
+      // a gap once (C9-98), so a second NAK for the PSN already being resent,
+      // with no progress since, is a copy from the wire and changes nothing.
+      if (comp_.resending_after_nak && comp_.nak_psn == psn) return;
       if (comp_.retries_left == 0) {
         completer_error(WcStatus::kRetryExcErr);
         return;
       }
       --comp_.retries_left;
-      requester_rewind(psn);
+      comp_.resending_after_nak = true;
+      comp_.nak_psn = psn;
+      requester_window_shrink();
+      requester_resume_at(psn);
       requester_pump();
       return;
     case wire::NakCode::kInvalidRequest:
@@ -152,7 +168,7 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
   if (comp_.rnr_wait_until) {
     if (now < comp_.rnr_wait_until) return comp_.rnr_wait_until;
     comp_.rnr_wait_until = 0;
-    requester_rewind(comp_.rnr_psn);
+    requester_resume_at(comp_.rnr_psn);
     comp_.last_progress = now;
     requester_pump();
   }
@@ -167,7 +183,8 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
     return 0;
   }
   --comp_.retries_left;
-  requester_rewind(wire::psn_add(comp_.acked_psn, 1));
+  requester_window_shrink();
+  requester_resume_at(wire::psn_add(comp_.acked_psn, 1));
   comp_.last_progress = now;
   requester_pump();
   return now + timeout;
@@ -212,10 +229,7 @@ void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
     return;
   }
   comp_.acked_psn = psn;
-  if (req_.unacked) --req_.unacked;
-  comp_.last_progress = now_ns();
-  comp_.retries_left = attr_.retry_cnt;
-  comp_.rnr_retries_left = attr_.rnr_retry;
+  completer_progress(1);
   if (psn == wqe.last_psn) {
     complete_send(wqe, WcStatus::kSuccess, wqe.length);
     sq_.pop();
@@ -247,9 +261,7 @@ void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
     return;
   }
   comp_.acked_psn = psn;
-  if (req_.unacked) --req_.unacked;
-  comp_.retries_left = attr_.retry_cnt;
-  comp_.rnr_retries_left = attr_.rnr_retry;
+  completer_progress(1);
   complete_send(*w, WcStatus::kSuccess, 8);
   sq_.pop();
   completer_retire_local_operations();

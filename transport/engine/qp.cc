@@ -92,6 +92,7 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if (mask & kQpSqPsn) {
     attr_.sq_psn = a.sq_psn & wire::kPsnMask;
     req_.next_psn = attr_.sq_psn;
+    req_.sent_end_psn = attr_.sq_psn;
     comp_.acked_psn = wire::psn_add(attr_.sq_psn, wire::kPsnMask);  // sq_psn - 1
   }
   if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
@@ -318,7 +319,6 @@ void Qp::flush_send_queue() noexcept {
   }
   req_.cursor = sq_.head();
   req_.cursor_offset = 0;
-  req_.unacked = 0;
 }
 
 void Qp::flush_recv_queue() noexcept {

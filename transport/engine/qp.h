@@ -139,7 +139,11 @@ class Qp {
   bool requester_may_start(const SendWqe& wqe) const noexcept;
   void requester_execute_local(SendWqe& wqe) noexcept;
   void requester_fail_wqe(WcStatus status) noexcept;
-  void requester_rewind(uint32_t psn) noexcept;
+  void requester_resume_at(uint32_t psn) noexcept;
+  void requester_advance_to(uint32_t psn) noexcept;
+  uint32_t requester_in_flight() const noexcept;
+  void requester_window_grow(uint32_t acknowledged) noexcept;
+  void requester_window_shrink() noexcept;
   void fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept;
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
                        bool solicited) noexcept;
@@ -205,6 +209,7 @@ class Qp {
   // completer.cc (IBA 9.7.5.1, 9.7.6)
   void completer_receive(const wire::PacketView& pkt) noexcept;
   void completer_ack(uint32_t psn) noexcept;
+  void completer_progress(uint32_t acknowledged) noexcept;
   void completer_read_response(const wire::PacketView& pkt) noexcept;
   void completer_atomic_ack(const wire::PacketView& pkt) noexcept;
   void completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
@@ -228,8 +233,20 @@ class Qp {
   struct Requester {
     uint64_t cursor = 0;         // SQ position of the WQE being packetized
     uint32_t cursor_offset = 0;  // bytes of that WQE already sent
-    uint32_t next_psn = 0;       // PSN of the next new packet
-    uint32_t unacked = 0;        // packets sent and not yet acknowledged
+    uint32_t next_psn = 0;       // PSN of the next packet to send (or resend)
+    uint32_t sent_end_psn = 0;   // one past the newest PSN ever sent: a rewind
+                                 // does not take back what is on the wire
+    // The packets that may await acknowledgement. A real fabric is lossless
+    // and its credits hold a sender back; the emulated one is made of rings
+    // and sockets that a sender can fill until packets wait longer than the
+    // local ACK timeout. So the window acts as a congestion window: full at
+    // first, halved by each retransmission, one packet larger per window
+    // acknowledged. Go-back-N then resends little after a loss, and a slow
+    // receiver is not buried under copies of what it already refused.
+    static constexpr uint32_t kMaxWindow = 128;
+    static constexpr uint32_t kMinWindow = 16;
+    uint32_t window = kMaxWindow;
+    uint32_t window_growth = 0;  // packets acknowledged towards the next step
   } req_;
 
   struct Completer {
@@ -239,6 +256,9 @@ class Qp {
     Nanos last_progress = 0;   // for the local ACK timeout
     Nanos rnr_wait_until = 0;  // after an RNR NAK: resend then
     uint32_t rnr_psn = 0;
+    // The PSN a sequence NAK restarted the requester from, until progress.
+    bool resending_after_nak = false;
+    uint32_t nak_psn = 0;
   } comp_;
 
   struct Responder {

@@ -1,6 +1,7 @@
 // The requester (IBA 9.7.4.1): turns send WQEs into request packets of at most
 // the path MTU, assigns PSNs, asks for ACKs, and resends from a PSN when the
 // completer rewinds it.
+#include <algorithm>
 #include <cstring>
 
 #include "transport/engine/qp.h"
@@ -13,9 +14,6 @@ namespace {
 
 using wire::Opcode;
 
-// At most this many unacknowledged packets per QP: keeps a fast sender from
-// overrunning the receiver's ring (the real limit of an HCA is its credits).
-constexpr uint32_t kMaxUnackedPackets = 128;
 // Ask for an ACK at least this often inside long messages (IBA 9.7.5.1.2
 // allows coalescing; the requester decides with AckReq).
 constexpr uint32_t kAckReqInterval = 16;
@@ -137,10 +135,8 @@ void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
                                                                       : wire::Opcode::kRcFetchAdd));
   size_t hlen = build_headers(tx_buf_, opcode, psn, false, false);
   emit(tx_buf_, hlen, 0);
-  const uint32_t responses = static_cast<uint32_t>(wire::psn_diff(wqe.last_psn, psn)) + 1;
-  req_.next_psn = wire::psn_add(wqe.last_psn, 1);
+  requester_advance_to(wire::psn_add(wqe.last_psn, 1));
   req_.cursor_offset = wqe.length;
-  req_.unacked += responses;
 }
 
 // IBA 9.7.4.1.3 / C9-49: at most max_rd_atomic READs and atomics may wait for
@@ -175,7 +171,11 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   const bool last = off + payload >= wqe.length;
   const uint32_t psn = req_.next_psn;
   const uint32_t index = static_cast<uint32_t>(wire::psn_diff(psn, wqe.first_psn));
-  const bool ack_req = reliable() && (last || index % kAckReqInterval == 0);
+  // The packet that fills the window asks too: nothing more goes out until
+  // an ACK comes, and a responder may hold back ACKs for packets that do not
+  // ask (it coalesces).
+  const bool fills_window = requester_in_flight() + 1 >= req_.window;
+  const bool ack_req = reliable() && (last || index % kAckReqInterval == 0 || fills_window);
   const bool solicited = last && (wqe.flags & kSendSolicited);
   uint8_t opcode = for_transport(pick_opcode(wqe.opcode, first, last));
   size_t hlen = build_headers(tx_buf_, opcode, psn, ack_req, solicited);
@@ -189,11 +189,8 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
     return true;
   }
   emit(tx_buf_, hlen, payload);
-  req_.next_psn = wire::psn_add(psn, 1);
+  requester_advance_to(wire::psn_add(psn, 1));
   req_.cursor_offset = off + payload;
-  // Only RC packets are ever acknowledged; counting UC ones would close the
-  // window for good after kMaxUnackedPackets.
-  if (reliable()) ++req_.unacked;
   return last;
 }
 
@@ -241,7 +238,7 @@ void Qp::requester_pump() noexcept {
   } drain_check{this};
   if (!sq_can_send() || comp_.rnr_wait_until) return;
   bool sent = false;
-  while (req_.cursor < sq_.tail() && req_.unacked < kMaxUnackedPackets) {
+  while (req_.cursor < sq_.tail() && (!reliable() || requester_in_flight() < req_.window)) {
     SendWqe& wqe = sq_.at(req_.cursor);
     if (attr_.qp_state == QpState::kErr) return;
     // IBA 10.3.1: in SQD the messages already begun are finished (and resent
@@ -277,16 +274,49 @@ void Qp::requester_pump() noexcept {
   if (sent && reliable() && comp_.last_progress == 0) comp_.last_progress = now_ns();
 }
 
-void Qp::requester_rewind(uint32_t psn) noexcept {
+// Packets between the oldest unacknowledged PSN and the cursor: the go-back-N
+// window. Counted from the cursor, not from the newest PSN sent, so a
+// retransmission may always resend a whole window.
+uint32_t Qp::requester_in_flight() const noexcept {
+  return static_cast<uint32_t>(wire::psn_diff(req_.next_psn, comp_.acked_psn) - 1);
+}
+
+void Qp::requester_window_grow(uint32_t acknowledged) noexcept {
+  if (req_.window >= Requester::kMaxWindow) return;
+  req_.window_growth += acknowledged;
+  while (req_.window_growth >= req_.window && req_.window < Requester::kMaxWindow) {
+    req_.window_growth -= req_.window;
+    ++req_.window;
+  }
+}
+
+void Qp::requester_window_shrink() noexcept {
+  req_.window = std::max(Requester::kMinWindow, req_.window / 2);
+  req_.window_growth = 0;
+}
+
+void Qp::requester_advance_to(uint32_t psn) noexcept {
+  req_.next_psn = psn;
+  if (wire::psn_diff(psn, req_.sent_end_psn) > 0) req_.sent_end_psn = psn;
+}
+
+// Moves the cursor to the packet with `psn`: back, to resend from there, or
+// forward past packets sent before a rewind that an ACK has since covered.
+void Qp::requester_resume_at(uint32_t psn) noexcept {
   for (uint64_t pos = sq_.head(); pos < sq_.tail(); ++pos) {
     SendWqe& w = sq_.at(pos);
-    if (!w.started) break;
-    if (wire::psn_diff(psn, w.first_psn) >= 0 && wire::psn_diff(psn, w.last_psn) <= 0) {
+    if (!w.started || wire::psn_diff(psn, w.first_psn) < 0) break;
+    if (wire::psn_diff(psn, w.last_psn) <= 0) {
       req_.cursor = pos;
       req_.cursor_offset = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) * mtu_bytes();
       req_.next_psn = psn;
-      req_.unacked = 0;
       return;
+    }
+    if (psn == wire::psn_add(w.last_psn, 1)) {
+      // Just past this WQE: the next one starts there.
+      req_.cursor = pos + 1;
+      req_.cursor_offset = 0;
+      req_.next_psn = psn;
     }
   }
 }
