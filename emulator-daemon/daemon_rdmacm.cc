@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/hex.h"
+#include "common/mad/cm.h"
 #include "emulator-daemon/daemon.h"
 
 namespace ibemu {
@@ -80,7 +81,11 @@ Json Daemon::cm_status() const {
     int pid = 0;
     for (auto& s : server_.sessions())
       if (s.id == b.session) pid = s.pid;
-    list.push_back({{"ps", b.ps}, {"ip", b.ip}, {"port", b.port}, {"pid", pid}});
+    // Bound is not yet listening: a REQ between rdma_bind_addr and
+    // rdma_listen is rejected, so whoever waits for a server asks this.
+    const bool listening = umad_.router().cm_listening(mad::cm::ip_service_id(b.ps, b.port));
+    list.push_back(
+        {{"ps", b.ps}, {"ip", b.ip}, {"port", b.port}, {"pid", pid}, {"listening", listening}});
   }
   return list;
 }

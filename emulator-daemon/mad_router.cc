@@ -127,6 +127,12 @@ int MadRouter::cm_listen(UmadClientId client, uint64_t service_id, uint64_t mask
   return 0;
 }
 
+bool MadRouter::cm_listening(uint64_t service_id) const {
+  return std::any_of(cm_listens_.begin(), cm_listens_.end(), [&](const CmListen& l) {
+    return ((l.service_id ^ service_id) & l.mask) == 0;
+  });
+}
+
 void MadRouter::drop_client(UmadClientId client) {
   std::erase_if(cm_listens_, [&](const CmListen& l) { return l.client == client; });
   for (const Agent& a : agents_)

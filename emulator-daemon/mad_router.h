@@ -113,6 +113,8 @@ class MadRouter {
   /// such listen), or EADDRINUSE (another endpoint of the port listens on
   /// an overlapping ServiceID).
   int cm_listen(UmadClientId client, uint64_t service_id, uint64_t mask, bool listen);
+  /// Whether some endpoint listens for REQs to `service_id`.
+  bool cm_listening(uint64_t service_id) const;
 
   /// The file was closed: its agents and their outstanding requests go.
   void drop_client(UmadClientId client);

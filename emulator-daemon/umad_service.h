@@ -31,6 +31,7 @@ class UmadService {
   void set_tap(MadRouter::Tap tap) { router_.set_tap(std::move(tap)); }
   /// The router itself, for MADs that cross to and from other hosts.
   MadRouter& router() { return router_; }
+  const MadRouter& router() const { return router_; }
   /// Open umad files.
   size_t files() const { return files_.size(); }
 

@@ -252,4 +252,9 @@ Message parse_message(const uint8_t* mad) noexcept {
 /// The attribute of a CM MAD.
 inline Attr attr_of(const uint8_t* mad) noexcept { return Attr(load_be16(mad + 16)); }
 
+/// The IB service ID of an IP port space's port (IBA annex A3.2).
+inline constexpr uint64_t ip_service_id(int ps, uint16_t port) noexcept {
+  return (uint64_t(ps) << 16) | port;
+}
+
 }  // namespace ibemu::mad::cm

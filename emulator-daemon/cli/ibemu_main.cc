@@ -51,8 +51,9 @@ void print_cm_ports(const Json& status) {
   for (const Json& b : ports) {
     const int ps = b["ps"].get<int>();
     const char* space = ps == 0x106 ? "TCP" : ps == 0x111 ? "UDP" : ps == 0x13f ? "IB" : "IPOIB";
-    std::cout << fmt::format("  {:<5} {}:{}  pid {}\n", space, b["ip"].get<std::string>(),
-                             b["port"].get<int>(), b["pid"].get<int>());
+    std::cout << fmt::format("  {:<5} {}:{}  pid {}{}\n", space, b["ip"].get<std::string>(),
+                             b["port"].get<int>(), b["pid"].get<int>(),
+                             b.value("listening", false) ? "  listening" : "");
   }
 }
 

@@ -58,8 +58,9 @@ def test_cm_bind_conflicts_like_the_kernels_and_goes_with_the_session(fabric):
 
     ephemeral = request(b, {"op": "cm_bind", "ps": TCP, "ip": "::", "port": 0})
     assert ephemeral["ok"] and 32768 <= ephemeral["port"] <= 60999, ephemeral
-    held = {(x["ps"], x["ip"], x["port"]) for x in fabric.status()["cm_ports"]}
+    held = {(x["ps"], x["ip"], x["port"]): x["listening"] for x in fabric.status()["cm_ports"]}
     assert (TCP, "10.73.0.1", 7600) in held and (TCP, "::", ephemeral["port"]) in held
+    assert not any(held.values()), held  # bound, nobody listens
     assert request(b, {"op": "cm_unbind", "ps": TCP, "ip": "::", "port": ephemeral["port"]})["ok"]
 
     assert request(b, {"op": "cm_unbind", "ps": TCP, "ip": "10.73.0.2", "port": 7600})["ok"]

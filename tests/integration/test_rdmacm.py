@@ -15,8 +15,10 @@ CM_PROBE = str(BUILD / "bin" / "cm_probe")
 
 
 def cm_listening(fabric, port, ps=0x106):
-    """Whether some program of the host has rdma_cm port `port` bound."""
-    return any(b["port"] == port and b["ps"] == ps for b in fabric.status().get("cm_ports", []))
+    """Whether some program of the host listens on rdma_cm port `port` (bound
+    is not enough: a connection request before rdma_listen is rejected)."""
+    return any(b["port"] == port and b["ps"] == ps and b["listening"]
+               for b in fabric.status().get("cm_ports", []))
 
 
 def run_cm_pair(fabric, server_cmd, client_cmd, port, ps=0x106, timeout=60, client_fabric=None):
@@ -25,12 +27,16 @@ def run_cm_pair(fabric, server_cmd, client_cmd, port, ps=0x106, timeout=60, clie
     client_fabric = client_fabric or fabric
     server = fabric.spawn(server_cmd)
     deadline = time.time() + 20
-    while not cm_listening(fabric, port, ps):
-        if server.poll() is not None or time.time() > deadline:
-            server.kill()
-            pytest.fail(f"server did not bind {port}: {server.communicate()[0]}\n"
-                        f"{fabric.logs()}")
-        time.sleep(0.05)
+    try:
+        while not cm_listening(fabric, port, ps):
+            if server.poll() is not None or time.time() > deadline:
+                server.kill()
+                pytest.fail(f"server did not listen on {port}: {server.communicate()[0]}\n"
+                            f"{fabric.logs()}")
+            time.sleep(0.05)
+    except BaseException:
+        server.kill()  # no server outlives its test
+        raise
     client = client_fabric.spawn(client_cmd)
     try:
         client_out = client.communicate(timeout=timeout)[0]

@@ -192,6 +192,16 @@ TEST_F(CmRoutingTest, ListensOnAPortAreExclusiveAndGoWithTheFile) {
   EXPECT_EQ(router_.cm_listen(kOther, kSid, ~0ull, true), 0);
 }
 
+TEST_F(CmRoutingTest, ServiceIdIsListenedOnlyBetweenListenAndUnlisten) {
+  endpoint(kServer, kServerPort);
+  EXPECT_FALSE(router_.cm_listening(kSid));
+  ASSERT_EQ(router_.cm_listen(kServer, kSid, ~0ull, true), 0);
+  EXPECT_TRUE(router_.cm_listening(kSid));
+  EXPECT_FALSE(router_.cm_listening(kSid + 1));
+  ASSERT_EQ(router_.cm_listen(kServer, kSid, ~0ull, false), 0);
+  EXPECT_FALSE(router_.cm_listening(kSid));
+}
+
 TEST(CmPortSpaceTest, WildcardsConflictWithEverythingSpecificAddressesOnlyWithThemselves) {
   CmPortSpace ports;
   EXPECT_EQ(ports.bind(1, 0x106, "10.73.0.1", 7000), 7000);

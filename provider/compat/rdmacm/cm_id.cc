@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/mad/cm.h"
 #include "provider/compat/rdmacm/cm_state.h"
 #include "provider/compat/rdmacm/connection.h"
 #include "provider/compat/rdmacm/exports.h"
@@ -183,7 +184,7 @@ IBEMU_EXPORT int rdma_listen(rdma_cm_id* pub, int backlog) {
     if (int err = bind_locked(*lib, id, reinterpret_cast<sockaddr*>(&any))) return fail(err);
   }
   if (id->state != IdState::kIdle) return fail(EINVAL);
-  id->service_id = service_id_for(id->pub.ps, id->bound_port);
+  id->service_id = ibemu::mad::cm::ip_service_id(id->pub.ps, id->bound_port);
   for (const PortAddress& p : lib->ports) {
     if (id->port && id->port != &p) continue;
     Endpoint* ep = lib->endpoint(p.umad_index);

@@ -252,9 +252,6 @@ bool take_signal(Channel* ch);
 /// Removes the id's events not yet taken from its channel.
 void drop_queued_events(CmId* id);
 
-/// The IB service ID of an IP port space's port (IBA annex A3.2).
-inline uint64_t service_id_for(int ps, uint16_t port) { return (uint64_t(ps) << 16) | port; }
-
 /// Sets errno and returns -1.
 inline int fail(int err) {
   errno = err;

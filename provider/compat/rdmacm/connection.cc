@@ -473,7 +473,7 @@ static int connect_locked(Library& lib, CmId* id, const rdma_conn_param* param) 
 
   id->remote_lid = ntohs(id->path.dlid);
   id->local_comm_id = lib.new_comm_id(*ep);
-  id->service_id = service_id_for(id->pub.ps, port_of(&id->pub.route.addr.dst_addr));
+  id->service_id = mad::cm::ip_service_id(id->pub.ps, port_of(&id->pub.route.addr.dst_addr));
   id->tid = new_tid(lib);
   if (ud) {
     cm::SidrReq req;
