@@ -212,12 +212,17 @@ void FabricLink::hello_tick() {
     hello["peers"] = known;
   }
   const auto datagram = fabric::hello_datagram(hello.dump());
-  const int64_t now = engine::now_ns();
+  // Silence counts only up to the moment this host last listened: a host that
+  // did not run its receive thread for a while (an overloaded VM) has
+  // datagrams waiting, and must not take its own deafness for the peers'
+  // death (and drop what they sent meanwhile as coming over a dead link).
+  const int64_t heard_all_until = heard_all_until_ns_.load();
   for (int i = 0; i < peer_count(); ++i) {
     Peer& p = peers_[size_t(i)];
     if (p.self || p.pulled) continue;
     send_to(p, datagram.data(), datagram.size());
-    if (p.up && now - p.last_heard_ns.load() > int64_t(cfg_.dead_ms) * 1000000) set_up(i, false);
+    if (p.up && heard_all_until - p.last_heard_ns.load() > int64_t(cfg_.dead_ms) * 1000000)
+      set_up(i, false);
   }
   hello_timer_.expires_after(std::chrono::milliseconds(cfg_.hello_ms));
   hello_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -363,8 +368,10 @@ void FabricLink::receive_loop() {
       msgs[i].msg_hdr.msg_namelen = sizeof from[i];
     }
     // Sleep only when nothing is waiting: under load, one call per batch.
+    const int64_t before_receive = engine::now_ns();
     const int n = recvmmsg(fd_, msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) {
+      heard_all_until_ns_.store(before_receive);
       int timeout_ms = 50;
       if (next_due) {
         const int64_t wait = next_due - engine::now_ns();
@@ -384,6 +391,8 @@ void FabricLink::receive_loop() {
         continue;
       }
       if (*kind == fabric::Kind::kHello) {
+        if (const int u = peer_of(from[i]); u >= 0)
+          peers_[size_t(u)].last_heard_ns.store(engine::now_ns(), std::memory_order_relaxed);
         boost::asio::post(
             io_, [this, f = from[i], text = fabric::hello_text(data, len)] { on_hello(f, text); });
         continue;

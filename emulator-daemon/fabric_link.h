@@ -120,6 +120,9 @@ class FabricLink {
 
   std::atomic<uint64_t> unknown_source_drops_{0};
   std::atomic<uint64_t> malformed_{0};
+  // When the receive thread last found its socket empty: everything that had
+  // arrived by then was heard. A peer's silence is measured up to there.
+  std::atomic<int64_t> heard_all_until_ns_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
   std::thread sender_, receiver_;

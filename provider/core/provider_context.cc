@@ -45,6 +45,21 @@ bool enough_cpus_to_spin() {
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
   return CPU_COUNT(&set) >= kCpusToSpinWhileAppPolls;
 }
+
+// engine::QpEnv::stall_tolerance. On a 2-CPU VM whose host took 20-70% of
+// its CPU time (vmstat's "st"), daemons were seen not running for up to
+// 2.5 s; IBEMU_STALL_TOLERANCE_MS=0 gives IBA's exact retry timing.
+constexpr long kDefaultStallToleranceMs = 10000;
+
+engine::Nanos stall_tolerance_from_env() {
+  long ms = kDefaultStallToleranceMs;
+  if (const char* env = std::getenv("IBEMU_STALL_TOLERANCE_MS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v >= 0) ms = v;
+  }
+  return engine::Nanos{ms} * 1'000'000;
+}
 }  // namespace
 
 ProviderContext::~ProviderContext() {
@@ -142,6 +157,7 @@ int ProviderContext::open(const char* ibdev_name) noexcept {
   // Packets between processes of one host never leave memory this host
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);
+  engine_->set_stall_tolerance(stall_tolerance_from_env());
   progress_ = std::thread([this] { progress_loop(); });
   return 0;
 }

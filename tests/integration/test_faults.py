@@ -103,7 +103,8 @@ def test_delay_is_added_to_every_packet(lossy):
 def test_link_down_ends_a_transfer_and_up_brings_the_port_back(lossy):
     rc, out = rc_stream_until_cut(lossy, "ibemu0", lossy, "ibemu1", "localhost",
                                   lambda: lossy.ibemu("fault", "link", "ibemu0:1", "down"))
-    # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
+    # Retry exceeded once the peer was silent for the stall tolerance (10 s;
+    # 4 ms x 8 attempts with none), then the rest flushed.
     assert rc == 1 and "transport retry counter exceeded" in out, out
     assert port_status(lossy, "ibemu0", 1)["state"] == "DOWN"
     lossy.ibemu("fault", "link", "ibemu0:1", "up")

@@ -1,8 +1,10 @@
 """Three hosts (network namespaces), one ibemud each, one subnet over UDP:
 the subnet manager on one host configures them all, and verbs programs run
 between hosts."""
+import os
 import re
 import signal
+import threading
 import time
 
 import pytest
@@ -139,13 +141,63 @@ def test_link_down_between_hosts_ends_a_transfer_and_the_sm_brings_it_back(lab):
     a, b = lab.hosts[0], lab.hosts[1]
     rc, out = rc_stream_until_cut(a, "ibemu0", b, "ibemu0", a.address,
                                   lambda: b.ibemu("fault", "link", "ibemu0:1", "down"))
-    # 4 ms x 8 attempts later: retry exceeded, then the rest flushed.
+    # Retry exceeded once the peer was silent for the stall tolerance (10 s;
+    # 4 ms x 8 attempts with none), then the rest flushed.
     assert rc == 1 and "transport retry counter exceeded" in out, out
     b.ibemu("fault", "link", "ibemu0:1", "up")
     lab.wait_all_active()
     port = free_tcp_port()
     base = ["ibv_rc_pingpong", "-p", str(port), "-n", "10"]
     run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu0", a.address], port)
+
+
+def freeze(host, seconds):
+    """Stops the host's daemon for `seconds`, as a machine that does not run it
+    for a while would (an overloaded VM); its programs run on."""
+    pid = host.status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_pingpong_survives_its_hosts_daemon_frozen_past_the_retry_budget(lab):
+    """ibv_rc_pingpong's QPs give up after 8 local ACK timeouts of 67 ms; the
+    client host's daemon, which carries all its packets, is frozen for 3 s
+    meanwhile, so long that the other hosts take it for dead and drop what
+    they send it until its next hello. A real fabric never pauses so: the
+    QPs keep resending through the stall (IBEMU_STALL_TOLERANCE_MS) and the
+    pingpong completes."""
+    a, b = lab.hosts[0], lab.hosts[1]
+    port = free_tcp_port()
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "100000", "-s", "64"]
+    stall = threading.Timer(1.0, freeze, (b, 3.0))
+    stall.start()
+    try:
+        server, client = run_across(a, base + ["-d", "ibemu0"], b,
+                                    base + ["-d", "ibemu0", a.address], port)
+    finally:
+        stall.join()
+    assert "100000 iters" in client and "100000 iters" in server, client + server
+
+
+def test_a_frozen_host_does_not_take_its_peers_for_dead(lab):
+    """Frozen for longer than dead_ms, a host is silent: its peers take its
+    links down, rightly, and up again on its next hello. It heard nothing
+    meanwhile only because it did not listen: its own links stay up, and
+    what its peers sent in that time is not dropped as coming over a dead
+    link."""
+    a, b = lab.hosts[0], lab.hosts[1]
+    logs = {h: h.runtime_dir / "ibemud.log" for h in (a, b)}
+    before = {h: len(p.read_text()) for h, p in logs.items()}
+    freeze(b, 1.5)
+    time.sleep(0.5)
+    lab.wait_all_active()
+    after = {h: p.read_text()[before[h]:] for h, p in logs.items()}
+    assert f"peer {b.address}:" in after[a] and "is down: silent" in after[a], after[a]
+    assert "is down" not in after[b], after[b]
+    assert all(p["up"] for p in b.status()["fabric"]["peers"])
 
 
 def test_a_gigabyte_over_a_lossy_link_between_hosts_arrives_whole(lab, tmp_path):

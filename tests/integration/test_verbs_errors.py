@@ -28,7 +28,9 @@ def test_killed_peer_gives_retry_exceeded_and_daemon_survives(fabric):
         assert time.time() < deadline and receiver.poll() is None
         time.sleep(0.02)
     # timeout 12: 4.096 us x 2^12 = 16.8 ms per try, 8 tries ~ 0.13 s.
-    sender = fabric.spawn([prog, "-d", "ibemu1", "-p", str(port), "-t", "12", "localhost"])
+    # IBA's exact retry timing, no stall tolerance (docs/configuration.md).
+    sender = fabric.spawn(["env", "IBEMU_STALL_TOLERANCE_MS=0", prog, "-d", "ibemu1", "-p",
+                           str(port), "-t", "12", "localhost"])
     assert sender.stdout.readline().strip() == "connected"
     time.sleep(0.5)
     assert sender.poll() is None

@@ -821,6 +821,65 @@ TEST(RcProtocol, GivenLinkLosingEverythingExpectRetryExceededAfterRetryCntPlusOn
   }
 }
 
+// The host stops running the fabric (a VM's CPU taken away) for longer than
+// retry_cnt + 1 timeouts while the requester's timers run on: meanwhile every
+// packet waits in the link, or is lost (the far end took the link for down).
+// With no stall tolerance the QP gives up as IBA says; with one it keeps
+// resending and completes the WQE once the fabric runs again.
+TEST(RcProtocol, GivenFabricFrozenPastTheRetriesExpectSuccessOnlyWithinTheStallTolerance) {
+  for (const bool lost : {false, true}) {
+    for (const Nanos tolerance : {Nanos{0}, Nanos{1'000'000'000}}) {
+      SCOPED_TRACE(::testing::Message() << "lost " << lost << ", tolerance " << tolerance);
+      ConnectParams p;
+      p.timeout = 10;  // 4.2 ms: all retries spent within about 17 ms
+      p.retry_cnt = 3;
+      p.stall_tolerance = tolerance;
+      EnginePair pair(p);
+      Message m(pair.a, pair.b, 4096, 82);
+      ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(10, m.recv_sges)), 0);
+      ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+      if (lost) pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
+      const auto thaw = std::chrono::steady_clock::now() + 100ms;
+      while (std::chrono::steady_clock::now() < thaw) {
+        if (lost) pair.link.deliver_all();
+        pair.a.engine.run_timers(now_ns());
+        pair.b.engine.run_timers(now_ns());
+        std::this_thread::sleep_for(200us);
+      }
+      pair.link.policy = nullptr;
+      ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+      if (tolerance == 0) {
+        EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kRetryExcErr);
+        EXPECT_EQ(pair.a.state(), QpState::kErr);
+      } else {
+        EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
+        EXPECT_EQ(pair.a.state(), QpState::kRts);
+        m.expect_delivered();
+      }
+    }
+  }
+}
+
+// A peer that is really gone: the retransmissions keep IBA's timing, and
+// go on past retry_cnt until the peer has been silent for the tolerance.
+TEST(RcProtocol, GivenStallToleranceAndLinkLosingEverythingExpectRetryExceededAfterTheTolerance) {
+  ConnectParams p;
+  p.timeout = 10;
+  p.retry_cnt = 3;
+  p.stall_tolerance = 300'000'000;
+  EnginePair pair(p);
+  pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
+  Message m(pair.a, pair.b, 4096, 83);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(p.stall_tolerance));
+  EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(pair.a.state(), QpState::kErr);
+  // 300 ms of 4.2 ms timeouts: far more than retry_cnt resends.
+  EXPECT_GT(pair.requests_from(kLidA).size(), 4u * (p.retry_cnt + 1u));
+}
+
 TEST(RcProtocol, GivenLinkRecoversBeforeRetriesRunOutExpectSuccess) {
   ConnectParams p;
   p.retry_cnt = 7;

@@ -406,6 +406,7 @@ struct ConnectParams {
   uint32_t max_recv_wr = 256;
   uint32_t cq_capacity = 4096;
   bool sq_sig_all = false;
+  Nanos stall_tolerance = 0;  // QpEnv::stall_tolerance: exact IBA timing
 };
 
 /// One HCA with one QP and its two CQs; completions are collected as polled.
@@ -417,6 +418,7 @@ struct Endpoint {
         recv_cq(p.cq_capacity, [this] { ++recv_events; }) {
     link.attach(lid, &engine);
     link.attach_context(lid, &engine);
+    engine.set_stall_tolerance(p.stall_tolerance);
     qp = create_qp(qpn, p);
   }
 

@@ -49,7 +49,7 @@ void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
 // the local ACK timer.
 void Qp::completer_progress(uint32_t acknowledged) noexcept {
   requester_window_grow(acknowledged);
-  comp_.last_progress = now_ns();
+  comp_.last_progress = comp_.heard_at = now_ns();
   comp_.retries_left = attr_.retry_cnt;
   comp_.rnr_retries_left = attr_.rnr_retry;
   comp_.resending_after_nak = false;
@@ -178,11 +178,16 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
   Nanos deadline = comp_.last_progress + timeout;
   if (now < deadline) return deadline;
   // Local ACK timeout (IBA 9.7.6.1.3): resend everything not acknowledged.
-  if (comp_.retries_left == 0) {
+  if (comp_.retries_left > 0) {
+    --comp_.retries_left;
+  } else if (now - comp_.heard_at >= env_.stall_tolerance) {
     completer_error(WcStatus::kRetryExcErr);
     return 0;
   }
-  --comp_.retries_left;
+  // else: out of retries, but the peer has been silent for less than the
+  // host's stalls may last (QpEnv::stall_tolerance). What a stall held up
+  // may also have been lost (a link taken for down), so keep resending.
+
   requester_window_shrink();
   requester_resume_at(wire::psn_add(comp_.acked_psn, 1));
   comp_.last_progress = now;

@@ -54,6 +54,8 @@ class HcaEngine {
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
   /// QPs created from now on ask `source` whether to NAK a request (ibemu fault nak).
   void set_forced_naks(ForcedNakSource* source) { forced_naks_ = source; }
+  /// QPs created from now on: QpEnv::stall_tolerance.
+  void set_stall_tolerance(Nanos t) { stall_tolerance_ = t; }
 
  private:
   void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
@@ -80,6 +82,7 @@ class HcaEngine {
   };
   std::multimap<uint16_t, McMember> mcast_;  // by MLID; under qps_mutex_
   ForcedNakSource* forced_naks_ = nullptr;
+  Nanos stall_tolerance_ = 0;
   bool verify_crcs_ = true;
 };
 

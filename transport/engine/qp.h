@@ -68,6 +68,14 @@ struct QpEnv {
   ContextLink* contexts = nullptr;         // the other contexts of this HCA; may be null
   uint64_t context_id = 0;                 // this context, as they address it
   ForcedNakSource* forced_naks = nullptr;  // test hook; may be null
+  // How long a reliable QP must have heard nothing before it reports a
+  // transport retry error, however short its local ACK timeout; until then
+  // it keeps resending past retry_cnt. 0: exactly as IBA 9.7.6.1.3 says
+  // (retry_cnt + 1 timeouts). The emulated fabric is made of host threads
+  // that the host may not run for a while (a VM whose CPU is taken away
+  // freezes them for hundreds of ms); a real fabric never pauses like
+  // that, so a silence this short is not charged to the peer.
+  Nanos stall_tolerance = 0;
 };
 
 class Qp {
@@ -254,6 +262,7 @@ class Qp {
     uint8_t retries_left = 0;
     uint8_t rnr_retries_left = 0;
     Nanos last_progress = 0;   // for the local ACK timeout
+    Nanos heard_at = 0;        // last progress, or the first send after none
     Nanos rnr_wait_until = 0;  // after an RNR NAK: resend then
     uint32_t rnr_psn = 0;
     // The PSN a sequence NAK restarted the requester from, until progress.

@@ -271,7 +271,8 @@ void Qp::requester_pump() noexcept {
       }
     }
   }
-  if (sent && reliable() && comp_.last_progress == 0) comp_.last_progress = now_ns();
+  if (sent && reliable() && comp_.last_progress == 0)
+    comp_.last_progress = comp_.heard_at = now_ns();
 }
 
 // Packets between the oldest unacknowledged PSN and the cursor: the go-back-N

@@ -252,7 +252,8 @@ def test_rnr_retry_infinite_waits_for_the_receive():
     assert poll_wcs(a.cq)[0].status == e.IBV_WC_SUCCESS
 
 
-def test_unreachable_peer_is_retry_exceeded_within_the_timeout():
+def test_unreachable_peer_is_retry_exceeded_within_the_timeout(monkeypatch):
+    monkeypatch.setenv("IBEMU_STALL_TOLERANCE_MS", "0")  # IBA's exact retry timing
     a, b = Side("ibemu0"), Side("ibemu1")
     a.connect(b, timeout=10, retry_cnt=3)  # 4.2 ms x (3 + 1)
     b.connect(a)
