@@ -187,7 +187,6 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
   // else: out of retries, but the peer has been silent for less than the
   // host's stalls may last (QpEnv::stall_tolerance). What a stall held up
   // may also have been lost (a link taken for down), so keep resending.
-
   requester_window_shrink();
   requester_resume_at(wire::psn_add(comp_.acked_psn, 1));
   comp_.last_progress = now;
