@@ -390,20 +390,20 @@ void FabricLink::receive_loop() {
         ++malformed_;
         continue;
       }
+      // Any datagram from a peer says it is alive, a hello as much as packets.
+      const int u = peer_of(from[i]);
+      if (u >= 0)
+        peers_[size_t(u)].last_heard_ns.store(engine::now_ns(), std::memory_order_relaxed);
       if (*kind == fabric::Kind::kHello) {
-        if (const int u = peer_of(from[i]); u >= 0)
-          peers_[size_t(u)].last_heard_ns.store(engine::now_ns(), std::memory_order_relaxed);
         boost::asio::post(
             io_, [this, f = from[i], text = fabric::hello_text(data, len)] { on_hello(f, text); });
         continue;
       }
-      const int u = peer_of(from[i]);
       if (u < 0) {
         ++unknown_source_drops_;
         continue;
       }
       Peer& p = peers_[size_t(u)];
-      p.last_heard_ns.store(engine::now_ns(), std::memory_order_relaxed);
       ++p.rx_datagrams;
       if (!p.up || p.pulled) continue;  // a link that is down carries nothing
       bool malformed = false;
