@@ -182,13 +182,16 @@ Config Config::parse(const std::string& json_text) {
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
   reject_unknown_keys(j,
                       {"devices", "max_mtu", "default_pkey", "subnet_prefix", "host_id",
-                       "log_level", "fabric", "faults"},
+                       "log_level", "fabric", "faults", "kernel"},
                       "config");
   try {
     read_opt(j, "max_mtu", &cfg.max_mtu);
     read_opt(j, "default_pkey", &cfg.default_pkey);
     read_opt(j, "host_id", &cfg.host_id);
     read_opt(j, "log_level", &cfg.log_level);
+    read_opt(j, "kernel", &cfg.kernel);
+    if (cfg.kernel != "auto" && cfg.kernel != "on" && cfg.kernel != "off")
+      throw std::runtime_error("kernel must be \"auto\", \"on\" or \"off\"");
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
     if (j.contains("fabric")) cfg.fabric = parse_fabric(j["fabric"]);
     if (j.contains("faults")) cfg.faults = parse_faults(j["faults"]);

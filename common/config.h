@@ -56,6 +56,9 @@ struct Config {
   uint64_t subnet_prefix = 0xfe80000000000000ull;
   uint32_t host_id = 0;  // 0 = derived from the hostname; distinguishes GUIDs of hosts
   std::string log_level = "info";
+  /// Registering the devices with ib_core through ibemu.ko's /dev/ibemu:
+  /// "auto" when the module is loaded, "on" (fail without it) or "off".
+  std::string kernel = "auto";
   FabricConfig fabric;
   std::vector<FaultConfig> faults;
 

@@ -8,6 +8,9 @@ namespace ibemu {
 /// $IBEMU_RUNTIME_DIR, else $XDG_RUNTIME_DIR/ibemu, else /run/ibemu for root,
 /// else /tmp/ibemu-<uid>.
 std::string default_runtime_dir();
+/// The runtime directory of the system's daemon, the one that drives
+/// ibemu.ko's devices: $IBEMU_RUNTIME_DIR, else /run/ibemu.
+std::string system_runtime_dir();
 
 struct RuntimePaths {
   std::string dir;

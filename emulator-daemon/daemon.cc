@@ -11,6 +11,7 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/mad/mad.h"
+#include "kernel/ibemu_abi.h"
 #include "transport/wire/lrh.h"
 
 namespace ibemu {
@@ -21,6 +22,9 @@ Json error_reply(int err, const std::string& message) {
 
 namespace {
 Json ok_reply() { return {{"ok", true}}; }
+
+// ibemu.ko's control device (kernel/ibemu_abi.h).
+constexpr const char* kKernelControlDevice = "/dev/" IBEMU_CTL_DEVICE_NAME;
 
 }  // namespace
 
@@ -51,7 +55,8 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       server_(io, paths_.socket(), *this),
       umad_(io, subnet_),
       capture_(io, subnet_, [this](uint32_t n) { state_page_.set_capture_sessions(n); }),
-      ip_addresses_(config_) {}
+      ip_addresses_(config_),
+      kernel_(io, config_, subnet_) {}
 
 Daemon::~Daemon() { stop(); }
 
@@ -67,6 +72,8 @@ void Daemon::start() {
   umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
   capture_.start(paths_.dir + "/" + kCaptureSocketName);
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
+  kernel_.start(kKernelControlDevice,
+                [this](PortRef port, const uint8_t* mad) { return answer_kernel_mad(port, mad); });
   server_.start();
   start_fabric();
   apply_configured_faults();
@@ -83,6 +90,7 @@ void Daemon::stop() {
   if (fabric_) fabric_->stop();
   umad_.stop();
   capture_.stop();
+  kernel_.stop();
   sysfs_.remove();
   if (on_stop_) on_stop_();
 }
@@ -90,9 +98,29 @@ void Daemon::stop() {
 void Daemon::on_port_change(PortRef port) {
   sysfs_.update_port(subnet_, port);
   state_page_.update_port(port);
+  kernel_.update_port(port);
   PortAttributes a = subnet_.port(port);
   log_info("{} port {}: {} lid {} sm_lid {}", config_.devices[port.device].name, port.port,
            port_state_word(a.state), a.lid, a.sm_lid);
+}
+
+std::optional<std::array<uint8_t, 256>> Daemon::answer_kernel_mad(PortRef port,
+                                                                  const uint8_t* mad) {
+  std::array<uint8_t, 256> smp;
+  std::copy(mad, mad + smp.size(), smp.begin());
+  const uint8_t mgmt_class = smp[1];
+  if (mgmt_class == uint8_t(mad::MgmtClass::kPerfMgt)) {
+    auto resp = pma_.handle(port, smp.data(), smp.size());
+    if (!resp || resp->size() != smp.size()) return std::nullopt;
+    std::copy(resp->begin(), resp->end(), smp.begin());
+    return smp;
+  }
+  if (mgmt_class != 0x01 && mgmt_class != 0x81) return std::nullopt;
+  // ib_mad has already stepped a directed-route SMP's hop pointer past this
+  // port (IBA 14.2.2.2); the subnet walks the route from the start.
+  const bool outbound = !(smp[4] & 0x80);
+  if (mgmt_class == 0x81 && outbound && smp[6] == smp[7] + 1) smp[6] = 0;
+  return subnet_.process_smp(port, smp.data(), smp.size(), subnet_.port(port).lid);
 }
 
 Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_in,
@@ -197,6 +225,9 @@ Json Daemon::do_devices() {
 Json Daemon::do_status() {
   Json reply = do_devices();
   reply["fabric"] = fabric_status();
+  reply["kernel"] = {{"registered", kernel_.active()},
+                     {"process_mad", kernel_.counters().process_mad},
+                     {"mads_dropped", kernel_.counters().mads_dropped}};
   for (auto& dev : reply["devices"]) {
     int d = dev["index"].get<int>();
     Json ports = Json::array();

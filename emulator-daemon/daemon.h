@@ -13,6 +13,7 @@
 #include "emulator-daemon/control_server.h"
 #include "emulator-daemon/fabric_link.h"
 #include "emulator-daemon/ip_addresses.h"
+#include "emulator-daemon/kernel_bridge.h"
 #include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/performance_agent.h"
 #include "emulator-daemon/port_counter_registry.h"
@@ -91,6 +92,8 @@ class Daemon : public RequestHandler {
   void apply_configured_faults();
   int device_index(const Json& value) const;
   void on_port_change(PortRef port);
+  /// The SMA's or PMA's answer to a MAD the kernel's process_mad got.
+  std::optional<std::array<uint8_t, 256>> answer_kernel_mad(PortRef port, const uint8_t* mad);
 
   // The links to other hosts (daemon_fabric.cc).
   void start_fabric();
@@ -122,6 +125,7 @@ class Daemon : public RequestHandler {
   CaptureService capture_;
   IpAddresses ip_addresses_;
   CmPortSpace cm_ports_;
+  KernelBridge kernel_;
   std::map<SessionId, Client> clients_;
   std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
   std::vector<ForcedNakView> forced_naks_;               // ibemu fault nak

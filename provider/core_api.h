@@ -20,9 +20,12 @@ struct ibemu_core_cq;
 struct ibemu_core_qp;
 struct ibemu_core_srq;
 
-/* Opens the emulated device `ibdev_name` through the local ibemud. On success
- * *async_fd is the read end of the context's async event pipe. */
-struct ibemu_core_context* ibemu_core_open(const char* ibdev_name, int* async_fd, int* err);
+/* Opens the emulated device `ibdev_name` through the local ibemud. `cmd_fd`
+ * is the uverbs file libibverbs opened: a kernel device's (ibemu.ko) or the
+ * preload shim's stand-in. On success *async_fd is the read end of the
+ * context's async event pipe. */
+struct ibemu_core_context* ibemu_core_open(const char* ibdev_name, int cmd_fd, int* async_fd,
+                                           int* err);
 void ibemu_core_close(struct ibemu_core_context* ctx);
 
 int ibemu_core_query_device_ex(struct ibemu_core_context* ctx, struct ibv_device_attr_ex* attr,

@@ -653,14 +653,15 @@ static struct verbs_context* ibemu_alloc_context(struct ibv_device* ibdev, int c
   ctx = _verbs_init_and_alloc_context(ibdev, cmd_fd, sizeof(*ctx),
                                       &((struct ibemu_context*)NULL)->vctx, 0 /* unknown id */);
   if (!ctx) return NULL;
-  ctx->core = ibemu_core_open(ibdev->name, &async_fd, &err);
+  ctx->core = ibemu_core_open(ibdev->name, cmd_fd, &async_fd, &err);
   if (!ctx->core) {
     verbs_uninit_context(&ctx->vctx);
     free(ctx);
     errno = err;
     return NULL;
   }
-  /* Async events come from the core's pipe, not from a kernel. */
+  /* Async events come from the core's pipe, which in kernel mode also
+   * carries the kernel's. */
   ctx->vctx.context.async_fd = async_fd;
   ctx->vctx.context.num_comp_vectors = 1;
   verbs_set_ops(&ctx->vctx, &ibemu_ctx_ops);

@@ -16,6 +16,7 @@
 
 #include "common/capture_record.h"
 #include "common/runtime_paths.h"
+#include "provider/core/kernel_uverbs.h"
 #include "transport/engine/timing.h"
 #include "transport/wire/packet.h"
 
@@ -94,11 +95,19 @@ ProviderContext::~ProviderContext() {
   }
   if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
   if (async_pipe_[1] >= 0) close(async_pipe_[1]);
+  if (kernel_async_fd_ >= 0) close(kernel_async_fd_);
   // async_pipe_[0] belongs to libibverbs (context->async_fd) and is closed there.
 }
 
-int ProviderContext::open(const char* ibdev_name) noexcept {
+int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   RuntimePaths paths = runtime_paths();
+  if (kernel_uverbs::is_kernel_device(cmd_fd)) {
+    // A device of ibemu.ko: served by the system's daemon, whoever runs this.
+    paths = RuntimePaths{system_runtime_dir()};
+    if (int err = kernel_uverbs::get_context(cmd_fd, &kernel_async_fd_)) return err;
+    fcntl(kernel_async_fd_, F_SETFL, O_NONBLOCK);
+    kernel_cmd_fd_ = cmd_fd;
+  }
   if (int err = daemon_.connect(paths.socket())) {
     std::fprintf(stderr, "libibemu: %s\n", daemon_not_running_message(paths.socket()).c_str());
     return err == ENOENT ? ENODEV : err;
@@ -210,6 +219,17 @@ bool ProviderContext::try_progress() noexcept {
   return lock.owns_lock() && drain_inbox(64) > 0;
 }
 
+void ProviderContext::forward_kernel_events() noexcept {
+  // ib_uverbs_async_event_desc, the layout post_async_event writes too.
+  struct {
+    uint64_t element;
+    uint32_t event_type;
+    uint32_t reserved;
+  } ev;
+  while (read(kernel_async_fd_, &ev, sizeof(ev)) == static_cast<ssize_t>(sizeof(ev)))
+    post_async_event(ev.element, ev.event_type);
+}
+
 void ProviderContext::watch_device() noexcept {
   if (!daemon_lost_) {
     pollfd pfd{daemon_.fd(), 0, 0};
@@ -218,6 +238,10 @@ void ProviderContext::watch_device() noexcept {
       daemon_lost_ = true;
       post_async_event(0, IBV_EVENT_DEVICE_FATAL);
     }
+  }
+  if (kernel_async_fd_ >= 0) {
+    forward_kernel_events();
+    return;
   }
   for (int p = 1; p <= num_ports(); ++p) {
     PortStateView now = port_view(p);

@@ -26,7 +26,10 @@ class ProviderContext : public engine::PortTable {
 
   /// Connects and starts the progress thread. Returns 0 or an errno (with a
   /// message on stderr that tells the user what to do).
-  int open(const char* ibdev_name) noexcept;
+  /// `cmd_fd` is the context's uverbs file; on a kernel device (ibemu.ko)
+  /// the context also opens in the kernel, for its async events and
+  /// completion channels.
+  int open(const char* ibdev_name, int cmd_fd) noexcept;
 
   engine::PortAddress port(uint8_t port_num) const noexcept override;
   const DeviceStateView& device() const { return page_->devices[device_index_]; }
@@ -44,6 +47,8 @@ class ProviderContext : public engine::PortTable {
   /// The daemon session of this context: how other contexts address it.
   uint64_t session() const { return session_; }
   int async_read_fd() const { return async_pipe_[0]; }
+  /// Kernel mode: the uverbs file of this context; -1 in no-kernel mode.
+  int kernel_cmd_fd() const { return kernel_cmd_fd_; }
   /// Drains the inbox from an application thread (poll_cq found nothing):
   /// on a busy host this beats waiting for the progress thread to be
   /// scheduled. Returns whether packets were processed. Never blocks.
@@ -54,8 +59,11 @@ class ProviderContext : public engine::PortTable {
  private:
   void progress_loop() noexcept;
   /// Raises the async events a real HCA raises: port state, LID and SM
-  /// changes seen on the state page, and DEVICE_FATAL when ibemud goes away.
+  /// changes seen on the state page (in kernel mode: those the kernel
+  /// raised), and DEVICE_FATAL when ibemud goes away.
   void watch_device() noexcept;
+  /// Kernel mode: moves the events the kernel raised to the async pipe.
+  void forward_kernel_events() noexcept;
   /// Processes up to `budget` packets; the caller holds consumer_mutex_.
   int drain_inbox(int budget) noexcept;
 
@@ -80,6 +88,8 @@ class ProviderContext : public engine::PortTable {
   std::thread progress_;
   std::atomic<bool> stopping_{false};
   int async_pipe_[2] = {-1, -1};
+  int kernel_cmd_fd_ = -1;
+  int kernel_async_fd_ = -1;  // the kernel's async events, moved to async_pipe_
   PortStateView last_ports_[kMaxPorts] = {};
   bool daemon_lost_ = false;
 };

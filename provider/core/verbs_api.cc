@@ -20,11 +20,13 @@
 #include "common/hex.h"
 #include "provider/core/core_internal.h"
 #include "provider/core/cuda_memory.h"
+#include "provider/core/kernel_uverbs.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
 
 using namespace ibemu;
 using namespace ibemu::engine;
+namespace kernel_uverbs = ibemu::provider::kernel_uverbs;
 
 struct ibemu_core_context {
   provider::ProviderContext ctx;
@@ -47,6 +49,8 @@ struct ibemu_core_cq {
   std::atomic<int> users{0};  // QPs attached: destroy is refused while > 0
   std::atomic<uint32_t> empty_polls{0};
   int channel_write_fd = -1;
+  int kernel_cmd_fd = -1;      // kernel mode: the context's uverbs file ...
+  uint32_t kernel_handle = 0;  // ... and the kernel CQ behind the channel
 };
 
 struct ibemu_core_srq {
@@ -134,13 +138,13 @@ static int post_in_batches(VerbsWr* wr, VerbsWr** bad, Convert convert, Post pos
 
 extern "C" {
 
-ibemu_core_context* ibemu_core_open(const char* ibdev_name, int* async_fd, int* err) {
+ibemu_core_context* ibemu_core_open(const char* ibdev_name, int cmd_fd, int* async_fd, int* err) {
   auto* c = new (std::nothrow) ibemu_core_context;
   if (!c) {
     *err = ENOMEM;
     return nullptr;
   }
-  if ((*err = c->ctx.open(ibdev_name))) {
+  if ((*err = c->ctx.open(ibdev_name, cmd_fd))) {
     delete c;
     return nullptr;
   }
@@ -341,7 +345,16 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
     return nullptr;
   }
   cq->owner = c;
-  if (channel_fd >= 0) {
+  const int kernel_fd = c->ctx.kernel_cmd_fd();
+  if (channel_fd >= 0 && kernel_fd >= 0) {
+    // The channel is the kernel's: only a kernel CQ can put events on it.
+    if ((*err = kernel_uverbs::create_cq(kernel_fd, reinterpret_cast<uintptr_t>(ibcq), cqe,
+                                         channel_fd, &cq->kernel_handle))) {
+      delete cq;
+      return nullptr;
+    }
+    cq->kernel_cmd_fd = kernel_fd;
+  } else if (channel_fd >= 0) {
     // The channel fd is a pipe's read end; reopening it through /proc gives a
     // write end of the same pipe that this CQ owns.
     char path[64];
@@ -354,7 +367,11 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
     }
   }
   int wfd = cq->channel_write_fd;
-  auto notify = [wfd, ibcq] {
+  auto notify = [wfd, ibcq, kernel_fd = cq->kernel_cmd_fd, handle = cq->kernel_handle] {
+    if (kernel_fd >= 0) {
+      kernel_uverbs::raise_cq_event(kernel_fd, handle);
+      return;
+    }
     if (wfd < 0) return;
     uint64_t handle = reinterpret_cast<uintptr_t>(ibcq);  // ib_uverbs_comp_event_desc
     if (write(wfd, &handle, sizeof(handle)) < 0) {
@@ -372,6 +389,7 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
 int ibemu_core_destroy_cq(ibemu_core_cq* cq) {
   if (cq->users.load() > 0) return EBUSY;
   if (cq->channel_write_fd >= 0) close(cq->channel_write_fd);
+  if (cq->kernel_cmd_fd >= 0) kernel_uverbs::destroy_cq(cq->kernel_cmd_fd, cq->kernel_handle);
   delete cq;
   return 0;
 }

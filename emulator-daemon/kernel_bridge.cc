@@ -1,0 +1,178 @@
+#include "emulator-daemon/kernel_bridge.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/log.h"
+#include "kernel/ibemu_abi.h"
+#include "kernel/ibemu_ctl_validate.h"
+#include "transport/engine/types.h"
+
+namespace ibemu {
+
+namespace {
+
+template <typename Msg>
+Msg message(uint16_t type) {
+  Msg m{};
+  m.hdr.type = type;
+  m.hdr.length = sizeof(Msg);
+  return m;
+}
+
+void copy_name(char (&to)[IBEMU_CTL_NAME_MAX], const std::string& from) {
+  std::strncpy(to, from.c_str(), sizeof(to) - 1);
+}
+
+// fw_ver "a.b.c" as ib_core's 64-bit firmware version (a.b.c -> a<<32|b<<16|c).
+uint64_t fw_ver_number(const std::string& text) {
+  unsigned a = 0, b = 0, c = 0;
+  std::sscanf(text.c_str(), "%u.%u.%u", &a, &b, &c);
+  return uint64_t{a} << 32 | uint64_t{b & 0xffff} << 16 | (c & 0xffff);
+}
+
+}  // namespace
+
+KernelBridge::KernelBridge(boost::asio::io_context& io, const Config& config, const Subnet& subnet)
+    : config_(config), subnet_(subnet), fd_(io) {}
+
+KernelBridge::~KernelBridge() { stop(); }
+
+bool KernelBridge::start(const std::string& path, Answer answer) {
+  if (config_.kernel == "off") return false;
+  int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (config_.kernel == "auto" && errno == ENOENT) return false;
+    throw std::runtime_error(
+        fmt::format("{}: {} (is ibemu.ko loaded, and is this root?)", path, std::strerror(errno)));
+  }
+  fd_.assign(fd);
+  answer_ = std::move(answer);
+  for (size_t d = 0; d < config_.devices.size(); ++d) add_device(static_cast<int>(d));
+  for (const PortRef& p : subnet_.ports()) update_port(p);
+  do_read();
+  log_info("kernel mode: {} device(s) registered with ib_core through {}", config_.devices.size(),
+           path);
+  return true;
+}
+
+void KernelBridge::stop() {
+  boost::system::error_code ignored;
+  fd_.close(ignored);
+}
+
+int KernelBridge::write_message(const void* msg, size_t len) {
+  // The module's own checks, run here first: a refusal is the daemon's bug.
+  if (ibemu_ctl_validate(msg, len) != 0) {
+    log_error("kernel: the daemon built a malformed control message");
+    return EINVAL;
+  }
+  ssize_t n = ::write(fd_.native_handle(), msg, len);
+  return n == static_cast<ssize_t>(len) ? 0 : (n < 0 ? errno : EIO);
+}
+
+void KernelBridge::add_device(int index) {
+  using engine::DeviceLimits;
+  const DeviceConfig& dev = config_.devices[index];
+  auto m = message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
+  m.abi_version = IBEMU_CTL_ABI_VERSION;
+  m.index = static_cast<uint8_t>(index);
+  m.num_ports = static_cast<uint8_t>(dev.ports);
+  copy_name(m.name, dev.name);
+  copy_name(m.node_desc, dev.node_desc);
+  m.node_guid = dev.node_guid;
+  m.sys_image_guid = dev.sys_image_guid;
+  m.fw_ver = fw_ver_number(dev.fw_ver);
+  m.vendor_id = dev.vendor_id;
+  m.vendor_part_id = dev.vendor_part_id;
+  m.hw_ver = dev.hw_ver;
+  m.max_qp = DeviceLimits::kMaxQp;
+  m.max_qp_wr = DeviceLimits::kMaxQpWr;
+  m.max_sge = DeviceLimits::kMaxSge;
+  m.max_cq = DeviceLimits::kMaxCq;
+  m.max_cqe = DeviceLimits::kMaxCqe;
+  m.max_mr = DeviceLimits::kMaxMr;
+  m.max_pd = DeviceLimits::kMaxPd;
+  m.max_srq = DeviceLimits::kMaxSrq;
+  m.max_srq_wr = DeviceLimits::kMaxSrqWr;
+  m.max_mr_size = DeviceLimits::kMaxMrSize;
+  if (int err = write_message(&m, sizeof(m)))
+    throw std::runtime_error(
+        fmt::format("ibemu.ko refused device {}: {}", dev.name, std::strerror(err)));
+}
+
+void KernelBridge::update_port(PortRef port) {
+  if (!active()) return;
+  const PortAttributes a = subnet_.port(port);
+  auto m = message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
+  m.index = static_cast<uint8_t>(port.device);
+  m.port = static_cast<uint8_t>(port.port);
+  m.state = static_cast<uint8_t>(a.state);
+  m.phys_state = static_cast<uint8_t>(a.phys_state);
+  m.lid = a.lid;
+  m.sm_lid = a.sm_lid;
+  m.lmc = a.lmc;
+  m.sm_sl = a.sm_sl;
+  m.max_mtu = a.max_mtu;
+  m.active_mtu = a.neighbor_mtu ? a.neighbor_mtu : a.max_mtu;
+  m.active_width = a.link_width_active;
+  m.active_speed = a.link_speed_active;
+  m.pkey = config_.default_pkey;
+  m.port_cap_flags = a.cap_mask;
+  m.subnet_prefix = a.subnet_prefix;
+  m.port_guid = a.port_guid;
+  if (int err = write_message(&m, sizeof(m)))
+    log_warn("kernel: port {}/{} not updated: {}", port.device, port.port, std::strerror(err));
+}
+
+void KernelBridge::do_read() {
+  fd_.async_read_some(boost::asio::buffer(buf_),
+                      [this](const boost::system::error_code& ec, size_t n) {
+                        if (ec == boost::asio::error::operation_aborted) return;
+                        if (ec) {
+                          log_warn("kernel: control device read failed: {}", ec.message());
+                          return;
+                        }
+                        on_message(buf_.data(), n);
+                        do_read();
+                      });
+}
+
+void KernelBridge::on_message(const uint8_t* msg, size_t len) {
+  ibemu_ctl_hdr hdr;
+  if (len < sizeof(hdr)) return;
+  std::memcpy(&hdr, msg, sizeof(hdr));
+  if (hdr.type == IBEMU_CTL_MAD_OUT) {
+    // Kernel agents' MADs (opensm, smpquery, perfquery through ib_umad)
+    // are not routed yet: they are lost, as on a cable to nowhere.
+    ++counters_.mads_dropped;
+    return;
+  }
+  if (hdr.type != IBEMU_CTL_PROCESS_MAD || len != sizeof(ibemu_ctl_process_mad)) return;
+  ibemu_ctl_process_mad req;
+  std::memcpy(&req, msg, sizeof(req));
+  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  reply.hdr.seq = req.hdr.seq;
+  reply.result = IBEMU_CTL_MAD_IGNORED;
+  if (req.index < config_.devices.size() && req.port >= 1 &&
+      req.port <= config_.devices[req.index].ports) {
+    const uint8_t mgmt_class = req.mad[1];
+    const bool ours = mgmt_class == 0x01 || mgmt_class == 0x81 || mgmt_class == 0x04;
+    auto answer = answer_(PortRef{req.index, req.port}, req.mad);
+    if (answer) {
+      std::memcpy(reply.mad, answer->data(), sizeof(reply.mad));
+      reply.result = IBEMU_CTL_MAD_REPLY;
+    } else if (ours) {
+      reply.result = IBEMU_CTL_MAD_CONSUMED;  // the SMA or PMA dropped it
+    }
+    ++counters_.process_mad;
+  }
+  if (int err = write_message(&reply, sizeof(reply)))
+    log_warn("kernel: MAD reply refused: {}", std::strerror(err));
+}
+
+}  // namespace ibemu

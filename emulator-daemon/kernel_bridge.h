@@ -1,0 +1,61 @@
+#pragma once
+// Kernel mode: the daemon's HCAs registered with ib_core through ibemu.ko's
+// control device (kernel/ibemu_abi.h). The bridge adds the devices, mirrors
+// every port change into the kernel (which raises the ib_core events), and
+// answers the SMPs and PMA queries that reach the kernel's process_mad from
+// the daemon's SMA and PMA. Closing it (the daemon exiting or dying) is what
+// turns the kernel's ports DOWN.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/config.h"
+#include "emulator-daemon/asio.h"
+#include "emulator-daemon/subnet.h"
+
+namespace ibemu {
+
+struct KernelBridgeCounters {
+  uint64_t process_mad = 0;   // SMPs and PMA queries answered for the kernel
+  uint64_t mads_dropped = 0;  // QP0/QP1 sends of kernel agents, not routed
+};
+
+class KernelBridge {
+ public:
+  /// The local SMA's or PMA's answer to a MAD at `port`, nullopt for none.
+  using Answer =
+      std::function<std::optional<std::array<uint8_t, 256>>(PortRef port, const uint8_t* mad)>;
+
+  KernelBridge(boost::asio::io_context& io, const Config& config, const Subnet& subnet);
+  ~KernelBridge();
+
+  /// Opens `path` and registers every device: true in kernel mode. False when
+  /// the module is not loaded and the config says "auto"; throws
+  /// std::runtime_error when it says "on", or when the module refuses.
+  bool start(const std::string& path, Answer answer);
+  void stop();
+  bool active() const { return fd_.is_open(); }
+
+  /// Mirrors a port's attributes into the kernel.
+  void update_port(PortRef port);
+
+  const KernelBridgeCounters& counters() const { return counters_; }
+
+ private:
+  void add_device(int index);
+  /// Writes one message; the module answers at once (errno on failure).
+  int write_message(const void* msg, size_t len);
+  void do_read();
+  void on_message(const uint8_t* msg, size_t len);
+
+  const Config& config_;
+  const Subnet& subnet_;
+  boost::asio::posix::stream_descriptor fd_;
+  Answer answer_;
+  std::array<uint8_t, 1024> buf_{};
+  KernelBridgeCounters counters_;
+};
+
+}  // namespace ibemu

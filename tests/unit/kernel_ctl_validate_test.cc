@@ -1,0 +1,126 @@
+// The checks ibemu.ko applies to every control message (kernel/ibemu_ctl_validate.c),
+// compiled in user space.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernel/ibemu_ctl_validate.h"
+
+namespace {
+
+template <typename Msg>
+Msg message(uint16_t type) {
+  Msg m{};
+  m.hdr.type = type;
+  m.hdr.length = sizeof(Msg);
+  return m;
+}
+
+ibemu_ctl_add_device valid_device() {
+  auto m = message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
+  m.abi_version = IBEMU_CTL_ABI_VERSION;
+  m.num_ports = 2;
+  std::strcpy(m.name, "ibemu0");
+  std::strcpy(m.node_desc, "host ibemu0");
+  m.max_cqe = 1024;
+  m.max_sge = 16;
+  return m;
+}
+
+ibemu_ctl_set_port valid_port() {
+  auto m = message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
+  m.port = 1;
+  m.state = 4;
+  m.phys_state = 5;
+  m.max_mtu = 5;
+  m.active_mtu = 5;
+  return m;
+}
+
+template <typename Msg>
+int validate(const Msg& m) {
+  return ibemu_ctl_validate(&m, sizeof(m));
+}
+
+TEST(KernelControlValidate, AcceptsWellFormedMessages) {
+  EXPECT_EQ(validate(valid_device()), 0);
+  EXPECT_EQ(validate(valid_port()), 0);
+  auto mad = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  mad.port = 1;
+  EXPECT_EQ(validate(mad), 0);
+  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  reply.hdr.seq = 7;
+  reply.result = IBEMU_CTL_MAD_REPLY;
+  EXPECT_EQ(validate(reply), 0);
+}
+
+TEST(KernelControlValidate, RefusesLengthsThatDisagree) {
+  auto m = valid_port();
+  EXPECT_EQ(ibemu_ctl_validate(&m, sizeof(m) - 1), -EINVAL);
+  m.hdr.length = sizeof(m) + 4;
+  EXPECT_EQ(validate(m), -EINVAL);
+  EXPECT_EQ(ibemu_ctl_validate(&m, 3), -EINVAL);
+}
+
+TEST(KernelControlValidate, RefusesWhatOnlyTheModuleSends) {
+  EXPECT_EQ(validate(message<ibemu_ctl_mad_out>(IBEMU_CTL_MAD_OUT)), -EINVAL);
+  EXPECT_EQ(validate(message<ibemu_ctl_process_mad>(IBEMU_CTL_PROCESS_MAD)), -EINVAL);
+}
+
+TEST(KernelControlValidate, RefusesBadDevices) {
+  auto m = valid_device();
+  m.abi_version = IBEMU_CTL_ABI_VERSION + 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.num_ports = 0;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m.num_ports = IBEMU_CTL_MAX_PORTS + 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.index = IBEMU_CTL_MAX_DEVICES;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  std::memset(m.name, 'a', sizeof(m.name));  // not terminated
+  EXPECT_EQ(validate(m), -EINVAL);
+  for (const char* name : {"", "ibemu%d", "a/b", "a b"}) {
+    m = valid_device();
+    std::strcpy(m.name, name);
+    EXPECT_EQ(validate(m), -EINVAL) << name;
+  }
+}
+
+TEST(KernelControlValidate, RefusesPortAttributesOutOfRange) {
+  auto m = valid_port();
+  m.port = 0;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_port();
+  m.state = 0;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_port();
+  m.active_mtu = 6;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_port();
+  m.lmc = 8;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_port();
+  m.sm_sl = 16;
+  EXPECT_EQ(validate(m), -EINVAL);
+}
+
+TEST(KernelControlValidate, RefusesBadMadsAndReplies) {
+  auto mad = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  mad.port = 1;
+  mad.qpn = 2;
+  EXPECT_EQ(validate(mad), -EINVAL);
+  mad.qpn = 1;
+  mad.src_qp = 1u << 24;
+  EXPECT_EQ(validate(mad), -EINVAL);
+  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  reply.hdr.seq = 0;
+  EXPECT_EQ(validate(reply), -EINVAL);
+  reply.hdr.seq = 1;
+  reply.result = 3;
+  EXPECT_EQ(validate(reply), -EINVAL);
+}
+
+}  // namespace
