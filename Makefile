@@ -6,7 +6,8 @@ JOBS ?= $(shell nproc)
 SANITIZE ?=
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
-.PHONY: all setup deps build test unit integration demo bench clean format format-check
+.PHONY: all setup deps build test unit integration demo bench clean format format-check \
+	kmod kernel-test install install-dkms
 
 all: build
 
@@ -33,12 +34,29 @@ unit: build
 integration: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/integration
 
+# ibemu.ko for KVER (scripts/kernel-version.sh picks one), built in $(BUILD)/kernel.
+kmod:
+	@rm -rf $(BUILD)/kernel && mkdir -p $(BUILD)/kernel
+	cp kernel/*.c kernel/*.h kernel/Kbuild $(BUILD)/kernel/
+	$(MAKE) -C /lib/modules/$$(scripts/kernel-version.sh)/build M=$(abspath $(BUILD))/kernel modules
+
+# Boots Debian's kernel in qemu and runs verbs programs on ibemu.ko's devices.
+kernel-test: build kmod
+	tests/kernel/run.sh $(BUILD)
+
+install: build
+	scripts/install.sh $(BUILD)
+
+install-dkms: build
+	scripts/install.sh $(BUILD) --dkms
+
 bench: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/bench/run_bench.py
 
 format:
 	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format -i
 
+# kernel/ follows the kernel's coding style (scripts/checkpatch.pl), not .clang-format.
 format-check:
 	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format --dry-run --Werror
 

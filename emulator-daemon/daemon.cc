@@ -72,8 +72,16 @@ void Daemon::start() {
   umad_.start(paths_.sysfs() + "/dev/infiniband", subnet_.ports());
   capture_.start(paths_.dir + "/" + kCaptureSocketName);
   subnet_.on_port_change([this](PortRef p) { on_port_change(p); });
-  kernel_.start(kKernelControlDevice,
-                [this](PortRef port, const uint8_t* mad) { return answer_kernel_mad(port, mad); });
+  const bool kernel_mode = kernel_.start(
+      kKernelControlDevice,
+      [this](PortRef port, const uint8_t* mad) { return answer_kernel_mad(port, mad); },
+      [this](PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad, size_t len) {
+        umad_.router().send_from_port(port, qpn, dlid, mad, len);
+      });
+  if (kernel_mode)
+    umad_.router().set_port_sink(
+        [this](PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp, const uint8_t* mad,
+               size_t len) { kernel_.deliver_mad(port, slid, src_qp, dst_qp, mad, len); });
   server_.start();
   start_fabric();
   apply_configured_faults();
@@ -116,10 +124,6 @@ std::optional<std::array<uint8_t, 256>> Daemon::answer_kernel_mad(PortRef port,
     return smp;
   }
   if (mgmt_class != 0x01 && mgmt_class != 0x81) return std::nullopt;
-  // ib_mad has already stepped a directed-route SMP's hop pointer past this
-  // port (IBA 14.2.2.2); the subnet walks the route from the start.
-  const bool outbound = !(smp[4] & 0x80);
-  if (mgmt_class == 0x81 && outbound && smp[6] == smp[7] + 1) smp[6] = 0;
   return subnet_.process_smp(port, smp.data(), smp.size(), subnet_.port(port).lid);
 }
 
@@ -227,7 +231,8 @@ Json Daemon::do_status() {
   reply["fabric"] = fabric_status();
   reply["kernel"] = {{"registered", kernel_.active()},
                      {"process_mad", kernel_.counters().process_mad},
-                     {"mads_dropped", kernel_.counters().mads_dropped}};
+                     {"mads_sent", kernel_.counters().mads_sent},
+                     {"mads_received", kernel_.counters().mads_received}};
   for (auto& dev : reply["devices"]) {
     int d = dev["index"].get<int>();
     Json ports = Json::array();

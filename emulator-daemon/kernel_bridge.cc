@@ -42,7 +42,7 @@ KernelBridge::KernelBridge(boost::asio::io_context& io, const Config& config, co
 
 KernelBridge::~KernelBridge() { stop(); }
 
-bool KernelBridge::start(const std::string& path, Answer answer) {
+bool KernelBridge::start(const std::string& path, Answer answer, Send send) {
   if (config_.kernel == "off") return false;
   int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -52,6 +52,7 @@ bool KernelBridge::start(const std::string& path, Answer answer) {
   }
   fd_.assign(fd);
   answer_ = std::move(answer);
+  send_ = std::move(send);
   for (size_t d = 0; d < config_.devices.size(); ++d) add_device(static_cast<int>(d));
   for (const PortRef& p : subnet_.ports()) update_port(p);
   do_read();
@@ -146,22 +147,63 @@ void KernelBridge::on_message(const uint8_t* msg, size_t len) {
   ibemu_ctl_hdr hdr;
   if (len < sizeof(hdr)) return;
   std::memcpy(&hdr, msg, sizeof(hdr));
-  if (hdr.type == IBEMU_CTL_MAD_OUT) {
-    // Kernel agents' MADs (opensm, smpquery, perfquery through ib_umad)
-    // are not routed yet: they are lost, as on a cable to nowhere.
-    ++counters_.mads_dropped;
-    return;
-  }
-  if (hdr.type != IBEMU_CTL_PROCESS_MAD || len != sizeof(ibemu_ctl_process_mad)) return;
+  if (hdr.type == IBEMU_CTL_MAD_OUT && len == sizeof(ibemu_ctl_mad_out)) on_mad_out(msg);
+  if (hdr.type == IBEMU_CTL_PROCESS_MAD && len == sizeof(ibemu_ctl_process_mad))
+    on_process_mad(msg);
+}
+
+bool KernelBridge::valid_port(int index, int port) const {
+  return index >= 0 && static_cast<size_t>(index) < config_.devices.size() && port >= 1 &&
+         port <= config_.devices[index].ports;
+}
+
+namespace {
+
+// The kernel's MAD layer has stepped an outgoing directed-route SMP's hop
+// pointer past this CA (IBA 14.2.2.2, C14-9:1); the subnet walks the route
+// from the SM's port itself.
+void rewind_directed_route(uint8_t* mad) {
+  const bool directed = mad[1] == 0x81, outbound = !(mad[4] & 0x80);
+  if (directed && outbound && mad[6] == 1) mad[6] = 0;
+}
+
+}  // namespace
+
+void KernelBridge::on_mad_out(const uint8_t* msg) {
+  ibemu_ctl_mad_out out;
+  std::memcpy(&out, msg, sizeof(out));
+  if (!valid_port(out.index, out.port)) return;
+  rewind_directed_route(out.mad);
+  ++counters_.mads_sent;
+  send_(PortRef{out.index, out.port}, out.qpn, out.dlid, out.mad, sizeof(out.mad));
+}
+
+void KernelBridge::deliver_mad(PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp,
+                               const uint8_t* mad, size_t len) {
+  auto in = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  if (!active() || len != sizeof(in.mad)) return;  // one segment per MAD here
+  in.index = static_cast<uint8_t>(port.device);
+  in.port = static_cast<uint8_t>(port.port);
+  in.qpn = static_cast<uint8_t>(dst_qp);
+  in.src_qp = src_qp;
+  in.slid = slid;
+  std::memcpy(in.mad, mad, len);
+  if (int err = write_message(&in, sizeof(in)))
+    log_warn("kernel: MAD for {}/{} refused: {}", port.device, port.port, std::strerror(err));
+  else
+    ++counters_.mads_received;
+}
+
+void KernelBridge::on_process_mad(const uint8_t* msg) {
   ibemu_ctl_process_mad req;
   std::memcpy(&req, msg, sizeof(req));
   auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
   reply.hdr.seq = req.hdr.seq;
   reply.result = IBEMU_CTL_MAD_IGNORED;
-  if (req.index < config_.devices.size() && req.port >= 1 &&
-      req.port <= config_.devices[req.index].ports) {
+  if (valid_port(req.index, req.port)) {
     const uint8_t mgmt_class = req.mad[1];
     const bool ours = mgmt_class == 0x01 || mgmt_class == 0x81 || mgmt_class == 0x04;
+    rewind_directed_route(req.mad);
     auto answer = answer_(PortRef{req.index, req.port}, req.mad);
     if (answer) {
       std::memcpy(reply.mad, answer->data(), sizeof(reply.mad));

@@ -1,10 +1,11 @@
 #pragma once
 // Kernel mode: the daemon's HCAs registered with ib_core through ibemu.ko's
 // control device (kernel/ibemu_abi.h). The bridge adds the devices, mirrors
-// every port change into the kernel (which raises the ib_core events), and
+// every port change into the kernel (which raises the ib_core events),
 // answers the SMPs and PMA queries that reach the kernel's process_mad from
-// the daemon's SMA and PMA. Closing it (the daemon exiting or dying) is what
-// turns the kernel's ports DOWN.
+// the daemon's SMA and PMA, and carries the MADs of the kernel's QP0/QP1 to
+// and from the daemon's MAD router. Closing it (the daemon exiting or dying)
+// is what turns the kernel's ports DOWN.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -18,8 +19,9 @@
 namespace ibemu {
 
 struct KernelBridgeCounters {
-  uint64_t process_mad = 0;   // SMPs and PMA queries answered for the kernel
-  uint64_t mads_dropped = 0;  // QP0/QP1 sends of kernel agents, not routed
+  uint64_t process_mad = 0;    // SMPs and PMA queries answered for the kernel
+  uint64_t mads_sent = 0;      // by the kernel's QP0/QP1
+  uint64_t mads_received = 0;  // handed to the kernel's QP0/QP1
 };
 
 class KernelBridge {
@@ -27,6 +29,9 @@ class KernelBridge {
   /// The local SMA's or PMA's answer to a MAD at `port`, nullopt for none.
   using Answer =
       std::function<std::optional<std::array<uint8_t, 256>>(PortRef port, const uint8_t* mad)>;
+  /// Routes a MAD the kernel sent from QP `qpn` of `port` to `dlid`.
+  using Send = std::function<void(PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad,
+                                  size_t len)>;
 
   KernelBridge(boost::asio::io_context& io, const Config& config, const Subnet& subnet);
   ~KernelBridge();
@@ -34,12 +39,16 @@ class KernelBridge {
   /// Opens `path` and registers every device: true in kernel mode. False when
   /// the module is not loaded and the config says "auto"; throws
   /// std::runtime_error when it says "on", or when the module refuses.
-  bool start(const std::string& path, Answer answer);
+  bool start(const std::string& path, Answer answer, Send send);
   void stop();
   bool active() const { return fd_.is_open(); }
 
   /// Mirrors a port's attributes into the kernel.
   void update_port(PortRef port);
+  /// A MAD that arrived at `port` for its QP `dst_qp` (0 or 1), from `slid`
+  /// and QP `src_qp`: into the kernel's receive queue.
+  void deliver_mad(PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp,
+                   const uint8_t* mad, size_t len);
 
   const KernelBridgeCounters& counters() const { return counters_; }
 
@@ -49,11 +58,15 @@ class KernelBridge {
   int write_message(const void* msg, size_t len);
   void do_read();
   void on_message(const uint8_t* msg, size_t len);
+  void on_process_mad(const uint8_t* msg);
+  void on_mad_out(const uint8_t* msg);
+  bool valid_port(int index, int port) const;
 
   const Config& config_;
   const Subnet& subnet_;
   boost::asio::posix::stream_descriptor fd_;
   Answer answer_;
+  Send send_;
   std::array<uint8_t, 1024> buf_{};
   KernelBridgeCounters counters_;
 };

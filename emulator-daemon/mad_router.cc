@@ -192,48 +192,60 @@ void MadRouter::send(UmadClientId client, const uint8_t* msg, size_t len, Clock:
       outstanding_.push_back(std::move(o));
     }
   }
-  dispatch(*sender, m, mad_len, ntohs(hdr.lid));
+  dispatch(sender->port, sender->reg.qpn, m, mad_len, ntohs(hdr.lid));
 }
 
-void MadRouter::dispatch(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid) {
-  if (sender.reg.qpn == 0) return send_smp(sender, mad, len, dlid);
+void MadRouter::send_from_port(PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad,
+                               size_t len) {
+  if (len < mad::kMadHeaderSize || qpn > 1) {
+    ++counters_.malformed;
+    return;
+  }
+  ++counters_.sent;
+  dispatch(port, qpn, mad, len, dlid);
+}
+
+void MadRouter::dispatch(PortRef sender, uint32_t qpn, const uint8_t* mad, size_t len,
+                         uint16_t dlid) {
+  if (qpn == 0) return send_smp(sender, mad, len, dlid);
   // GMPs travel as data packets on QP1: both ports must be Active (IBA 7.2).
-  const PortAttributes from = subnet_.port(sender.port);
+  const PortAttributes from = subnet_.port(sender);
   const auto to = subnet_.port_by_lid(dlid);
   if (from.state == PortState::kActive && !to && send_remote(from.lid, dlid, mad, len)) {
-    if (tap_) tap_(sender.port, from.lid, dlid, 1, 1, mad, len);
+    if (tap_) tap_(sender, from.lid, dlid, 1, 1, mad, len);
     return;
   }
   if (from.state != PortState::kActive || !to || subnet_.port(*to).state != PortState::kActive) {
     ++counters_.unreachable;
     return;
   }
-  if (tap_) tap_(sender.port, from.lid, dlid, 1, 1, mad, len);
+  if (tap_) tap_(sender, from.lid, dlid, 1, 1, mad, len);
   arrive(*to, Source{from.lid, 1}, mad, len);
 }
 
 // SMPs go through the subnet's SMI; the SMA's answer comes straight back.
-void MadRouter::send_smp(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid) {
+void MadRouter::send_smp(PortRef sender, const uint8_t* mad, size_t len, uint16_t dlid) {
   if (len != mad::kMadSize || is_response(mad)) {
     ++counters_.malformed;
     return;
   }
   const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
-  const uint16_t own_lid = directed ? uint16_t{0xffff} : subnet_.port(sender.port).lid;
-  if (tap_) tap_(sender.port, own_lid, dlid, 0, 0, mad, len);
+  const uint16_t own_lid = directed ? uint16_t{0xffff} : subnet_.port(sender).lid;
+  if (tap_) tap_(sender, own_lid, dlid, 0, 0, mad, len);
   bool departed = false;
-  auto resp = subnet_.process_smp(sender.port, mad, len, dlid, &departed);
+  auto resp = subnet_.process_smp(sender, mad, len, dlid, &departed);
   if (departed) return;  // the response, if any, comes back from the other host
   if (!resp) {
     ++counters_.unreachable;
     return;
   }
-  if (tap_) tap_(sender.port, dlid, own_lid, 0, 0, resp->data(), resp->size());
-  arrive_response(sender.port, Source{directed ? uint16_t{0xffff} : dlid, 0}, resp->data(),
+  if (tap_) tap_(sender, dlid, own_lid, 0, 0, resp->data(), resp->size());
+  arrive_response(sender, Source{directed ? uint16_t{0xffff} : dlid, 0}, resp->data(),
                   resp->size());
 }
 
 void MadRouter::arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  if (sink_) return arrive_at_kernel(port, src, mad, len);
   if (is_response(mad)) return arrive_response(port, src, mad, len);
   if (mad[1] == uint8_t(mad::MgmtClass::kCommMgt) && mad[3] == uint8_t(mad::Method::kSend) &&
       len >= mad::kMadSize)
@@ -313,7 +325,21 @@ void MadRouter::answer_cm(PortRef port, const Source& src, const uint8_t* mad) {
   respond(port, src, answer.data(), answer.size());
 }
 
+void MadRouter::arrive_at_kernel(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  if (!is_response(mad)) {
+    if (auto local = local_agents_.find(mad[1]); local != local_agents_.end()) {
+      if (auto resp = local->second(port, mad, len)) respond(port, src, resp->data(), resp->size());
+      return;
+    }
+  }
+  const bool smp = mad[1] == uint8_t(mad::MgmtClass::kSubnLid) ||
+                   mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
+  ++counters_.delivered;
+  sink_(port, src.slid, src.qpn, smp ? 0 : 1, mad, len);
+}
+
 void MadRouter::arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len) {
+  if (sink_) return arrive_at_kernel(port, src, mad, len);
   const uint64_t tid = mad::load_be64(mad + 8);
   const Agent* agent = agent_by_hi_tid(uint32_t(tid >> 32));
   auto it = std::find_if(outstanding_.begin(), outstanding_.end(), [&](const Outstanding& o) {
@@ -392,7 +418,8 @@ void MadRouter::receive_gmp(uint16_t slid, uint16_t dlid, uint32_t src_qp, const
     return;
   }
   if (tap_) tap_(*to, slid, dlid, src_qp, 1, mad, len);
-  if (RmppReassembly::is_partial_segment(mad, len)) {
+  // The kernel's MAD layer reassembles RMPP segments itself.
+  if (!sink_ && RmppReassembly::is_partial_segment(mad, len)) {
     auto whole = rmpp_.add(slid, mad, len, Clock::now());
     if (whole) arrive(*to, Source{slid, src_qp}, whole->data(), whole->size());
     return;
@@ -432,7 +459,7 @@ void MadRouter::expire(Clock::time_point now) {
       --o.retries_left;
       o.deadline = now + o.timeout;
       outstanding_.push_back(o);
-      dispatch(*agent, m, mad_len, ntohs(hdr.lid));
+      dispatch(agent->port, agent->reg.qpn, m, mad_len, ntohs(hdr.lid));
       continue;
     }
     // ib_umad hands the request back: its MAD header, status ETIMEDOUT.

@@ -116,6 +116,18 @@ class MadRouter {
   /// Whether some endpoint listens for REQs to `service_id`.
   bool cm_listening(uint64_t service_id) const;
 
+  /// Kernel mode: the agents are the kernel's (ib_mad behind ibemu.ko), so
+  /// every MAD that arrives at a port goes to `sink` with its source LID
+  /// and QP and the QP it arrived on, segment by segment; only requests a
+  /// local agent answers (the PMA, as an HCA's firmware would) stay here.
+  using PortSink = std::function<void(PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp,
+                                      const uint8_t* mad, size_t len)>;
+  void set_port_sink(PortSink sink) { sink_ = std::move(sink); }
+  /// Kernel mode: a MAD the kernel sent from QP `qpn` (0: an SMP, 1: a GMP)
+  /// of `port` to `dlid` (the kernel's MAD layer has set its TransactionID
+  /// and keeps its timeouts).
+  void send_from_port(PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad, size_t len);
+
   /// The file was closed: its agents and their outstanding requests go.
   void drop_client(UmadClientId client);
 
@@ -162,14 +174,15 @@ class MadRouter {
   Agent* find_agent(UmadClientId client, uint32_t id);
   Agent* agent_by_hi_tid(uint32_t hi_tid);
   const Agent* server_for(PortRef port, uint8_t mgmt_class, uint8_t version, uint8_t method) const;
-  void dispatch(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
-  void send_smp(const Agent& sender, const uint8_t* mad, size_t len, uint16_t dlid);
+  void dispatch(PortRef from, uint32_t qpn, const uint8_t* mad, size_t len, uint16_t dlid);
+  void send_smp(PortRef from, const uint8_t* mad, size_t len, uint16_t dlid);
   void arrive(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   void arrive_cm(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   /// The router's own answer to a CM message no endpoint takes.
   void answer_cm(PortRef port, const Source& src, const uint8_t* mad);
   const Agent* cm_endpoint(PortRef port, UmadClientId client) const;
   void arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len);
+  void arrive_at_kernel(PortRef port, const Source& src, const uint8_t* mad, size_t len);
   void answer_unsupported(PortRef port, const Source& src, const uint8_t* mad);
   /// Sends a response from `port` back to where the request came from.
   void respond(PortRef port, const Source& src, const uint8_t* resp, size_t len);
@@ -184,6 +197,7 @@ class MadRouter {
   std::map<uint8_t, LocalAgent> local_agents_;
   Tap tap_;
   Remote remote_;
+  PortSink sink_;
   RmppReassembly rmpp_;  // long MADs arriving in segments from other hosts
   std::vector<Agent> agents_;
   std::vector<Outstanding> outstanding_;

@@ -90,6 +90,11 @@ struct ibemu_ah {
 	struct ib_ah ibah;
 	u16 dlid;
 	u8 sl;
+	u8 path_bits;
+	u8 port_num;
+	u8 static_rate;
+	bool has_grh;
+	struct ib_global_route grh; /* its sgid_attr is not kept */
 };
 
 static inline struct ibemu_dev *to_dev(struct ib_device *ibdev)

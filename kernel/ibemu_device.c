@@ -58,6 +58,9 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	dev->ibdev.num_comp_vectors = 1;
 	dev->ibdev.node_guid = cpu_to_be64(info->node_guid);
 	dev->ibdev.local_dma_lkey = 0;
+	/* The provider raises completion events with this write command, one
+	 * of those ib_uverbs offers only to drivers that ask for them. */
+	dev->ibdev.uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 	strscpy(dev->ibdev.node_desc, info->node_desc,
 		sizeof(dev->ibdev.node_desc));
 	ib_set_device_ops(&dev->ibdev, &ibemu_dev_ops);

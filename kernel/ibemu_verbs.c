@@ -297,10 +297,37 @@ static int ibemu_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 {
 	struct ibemu_ah *ah = to_ah(ibah);
 
+	const struct rdma_ah_attr *attr = init->ah_attr;
+
 	if (udata)
 		return -EOPNOTSUPP;
-	ah->dlid = rdma_ah_get_dlid(init->ah_attr);
-	ah->sl = rdma_ah_get_sl(init->ah_attr);
+	ah->dlid = rdma_ah_get_dlid(attr);
+	ah->sl = rdma_ah_get_sl(attr);
+	ah->path_bits = rdma_ah_get_path_bits(attr);
+	ah->port_num = rdma_ah_get_port_num(attr);
+	ah->static_rate = rdma_ah_get_static_rate(attr);
+	ah->has_grh = rdma_ah_get_ah_flags(attr) & IB_AH_GRH;
+	if (ah->has_grh)
+		ah->grh = *rdma_ah_read_grh(attr);
+	return 0;
+}
+
+/* ib_mad matches a response to its request by the request's AH. */
+static int ibemu_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
+{
+	struct ibemu_ah *ah = to_ah(ibah);
+
+	memset(attr, 0, sizeof(*attr));
+	attr->type = ibah->type;
+	rdma_ah_set_dlid(attr, ah->dlid);
+	rdma_ah_set_sl(attr, ah->sl);
+	rdma_ah_set_path_bits(attr, ah->path_bits);
+	rdma_ah_set_port_num(attr, ah->port_num);
+	rdma_ah_set_static_rate(attr, ah->static_rate);
+	if (ah->has_grh)
+		rdma_ah_set_grh(attr, &ah->grh.dgid, ah->grh.flow_label,
+				ah->grh.sgid_index, ah->grh.hop_limit,
+				ah->grh.traffic_class);
 	return 0;
 }
 
@@ -357,6 +384,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.post_send = ibemu_post_mad_send,
 	.process_mad = ibemu_process_mad,
 	.query_device = ibemu_query_device,
+	.query_ah = ibemu_query_ah,
 	.query_gid = ibemu_query_gid,
 	.query_pkey = ibemu_query_pkey,
 	.query_port = ibemu_query_port,

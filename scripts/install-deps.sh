@@ -5,8 +5,9 @@ set -eu
 PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
   libibverbs-dev librdmacm-dev ibverbs-providers
-  ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs
-  python3-pytest iproute2 procps tshark"
+  ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs opensm
+  python3-pytest iproute2 procps tshark
+  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static"
 missing=""
 for p in $PACKAGES; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

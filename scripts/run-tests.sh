@@ -14,6 +14,9 @@ echo "== unit tests (GoogleTest via ctest)"
 (cd "$BUILD" && ctest --output-on-failure -j"$(nproc)") || status=1
 echo "== preload shim"
 tests/shim/test_shim.sh "$BUILD" || status=1
+echo "== kernel module (qemu with Debian's kernel)"
+tests/kernel/run.sh "$BUILD"
+case $? in 0 | 77) ;; *) status=1 ;; esac
 echo "== integration tests (pytest, real rdma-core programs)"
 IBEMU_BUILD="$BUILD" /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration || status=1
 if [ $status -ne 0 ]; then echo "ibemu: some tests FAILED"; else echo "ibemu: all tests passed"; fi

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Brings a host up in kernel mode, with ibemu installed (`make install`):
+# the RDMA core modules and ibemu.ko loaded, the system's ibemud driving the
+# module's devices and ibemu-sm making their ports ACTIVE. The qemu test and
+# the Vagrant lab both run the node through this script.
+#
+#   kernel-node.sh load [IBEMU_KO]   ib_core, ib_uverbs, ib_umad and ibemu.ko
+#                                    (the given file, else DKMS's module)
+#   kernel-node.sh up [--no-sm]      start ibemud (and ibemu-sm) on
+#                                    /etc/ibemu/ibemu.json if present; a
+#                                    second `up` starts the SM alone
+#   kernel-node.sh down              stop them
+#   kernel-node.sh unload            remove ibemu.ko
+#
+# Programs then need nothing: no environment, no wrapper, no preload.
+set -eu
+RUNTIME=/run/ibemu
+CONFIG=${IBEMU_CONFIG:-/etc/ibemu/ibemu.json}
+IBEMU=${IBEMU:-ibemu}
+
+case "${1:-}" in
+load)
+  for m in ib_core ib_uverbs ib_umad; do modprobe "$m"; done
+  if [ -n "${2:-}" ]; then insmod "$2"; else modprobe ibemu; fi
+  # udev makes /dev/ibemu on a full system; a minimal one has devtmpfs only.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -c /dev/ibemu ] && break; sleep 0.2; done
+  [ -c /dev/ibemu ] || { echo "kernel-node: /dev/ibemu did not appear" >&2; exit 1; }
+  ;;
+up)
+  shift
+  config=""
+  if [ -f "$CONFIG" ]; then config=$CONFIG; else
+    # Kernel mode is "auto" by default; a node insists on it.
+    mkdir -p "$RUNTIME"
+    config=$RUNTIME/kernel-node.json
+    echo '{"kernel": "on"}' > "$config"
+  fi
+  "$IBEMU" --runtime-dir "$RUNTIME" up --config "$config" "$@"
+  ;;
+down)
+  "$IBEMU" --runtime-dir "$RUNTIME" down
+  ;;
+unload)
+  rmmod ibemu
+  ;;
+*)
+  sed -n '2,16p' "$0" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,181 @@
+#!/bin/sh
+# Runs inside the qemu guest of tests/kernel/run.sh, as root, on the host's
+# root filesystem (read-only) with Debian's kernel: installs ibemu the way
+# `make install` does, loads ibemu.ko, brings the node up with
+# scripts/kernel-node.sh and runs real programs on the kernel's devices with
+# no ibemu environment at all. Prints one line per check and a summary.
+set -u
+BUILD=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+KVER=$(uname -r)
+PASSED=0
+FAILED=0
+OUT=/tmp/check.out
+unset IBEMU_RUNTIME_DIR XDG_RUNTIME_DIR
+
+# check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure.
+check() {
+  name=$1
+  shift
+  if "$@" > "$OUT" 2>&1; then
+    PASSED=$((PASSED + 1))
+    echo "ok     $name"
+  else
+    FAILED=$((FAILED + 1))
+    echo "FAIL   $name"
+    sed 's/^/       | /' "$OUT" | tail -n 40
+  fi
+}
+
+# A directory of the read-only root made writable, its contents kept: an
+# overlay whose changes live in the guest's memory.
+writable() {
+  modprobe overlay
+  mkdir -p "/tmp/overlay$1/upper" "/tmp/overlay$1/work"
+  mount -t overlay overlay \
+    -o "lowerdir=$1,upperdir=/tmp/overlay$1/upper,workdir=/tmp/overlay$1/work" "$1"
+}
+
+contains() { # contains PATTERN COMMAND...
+  pattern=$1
+  shift
+  "$@" > /tmp/contains.out 2>&1
+  cat /tmp/contains.out
+  grep -Eq "$pattern" /tmp/contains.out
+}
+
+# Until a server listens on TCP port 18515 (the pingpongs' and perftest's
+# default), which it does once its device is open; under TCG that takes a while.
+wait_listening() {
+  for _ in $(seq 1 100); do
+    ss -ltn | grep -q ':18515 ' && return 0
+    sleep 0.2
+  done
+}
+
+# A server in the background, then its client; both must succeed.
+pair() { # pair SECONDS SERVER_CMD -- CLIENT_CMD
+  seconds=$1
+  shift
+  server=""
+  while [ "$1" != "--" ]; do server="$server $1"; shift; done
+  shift
+  timeout "$seconds" $server > /tmp/server.out 2>&1 &
+  spid=$!
+  wait_listening
+  timeout "$seconds" "$@"
+  crc=$?
+  wait $spid
+  src=$?
+  echo "--- server (exit $src):"
+  cat /tmp/server.out
+  [ $crc -eq 0 ] && [ $src -eq 0 ]
+}
+
+port_state() { # port_state DEVICE PORT: the kernel's word for it
+  cat "/sys/class/infiniband/$1/ports/$2/state"
+}
+
+wait_port() { # wait_port DEVICE PORT STATE
+  for _ in $(seq 1 100); do
+    port_state "$1" "$2" | grep -q "$3" && return 0
+    sleep 0.2
+  done
+  port_state "$1" "$2"
+  return 1
+}
+
+for dir in /usr/local /etc/libibverbs.d /usr/lib/x86_64-linux-gnu/libibverbs; do
+  writable "$dir"
+done
+check "make install's steps (scripts/install.sh)" "$SRC/scripts/install.sh" "$BUILD"
+export PATH=/usr/local/bin:$PATH
+
+check "modules load (ib_core, ib_uverbs, ib_umad, ibemu.ko)" \
+  "$SRC/scripts/kernel-node.sh" load "$BUILD/kernel/ibemu.ko"
+check "no daemon, no device" sh -c '! ls /sys/class/infiniband/ 2>/dev/null | grep -q ibemu'
+
+check "ibemud registers its devices (kernel mode)" "$SRC/scripts/kernel-node.sh" up --no-sm
+check "ports INIT before an SM runs (ibstat)" contains "State: Initializing" ibstat ibemu0 1
+stdbuf -oL ibv_asyncwatch -d ibemu0 > /tmp/asyncwatch.out 2>&1 &
+watch_pid=$!
+sleep 1
+check "ibemu-sm makes the ports ACTIVE" "$SRC/scripts/kernel-node.sh" up
+check "ports ACTIVE (ibstat)" contains "State: Active" ibstat ibemu0 1
+check "ibv_asyncwatch sees PORT_ACTIVE" sh -c 'sleep 1; cat /tmp/asyncwatch.out; grep -q "IBV_EVENT_PORT_ACTIVE" /tmp/asyncwatch.out'
+
+check "ibv_devices" contains "ibemu0.*ibemu1|ibemu1.*ibemu0" sh -c 'ibv_devices | tr "\n" " "'
+check "ibv_devinfo -v" contains "state:[[:space:]]+PORT_ACTIVE" ibv_devinfo -v -d ibemu0
+check "rdma link show" contains "link ibemu0/1 .*state ACTIVE" rdma link show
+check "/dev/infiniband holds uverbs and umad" sh -c 'ls /dev/infiniband; ls /dev/infiniband | grep -q uverbs0 && ls /dev/infiniband | grep -q umad0'
+check "ibstat" contains "CA type|Port GUID" ibstat ibemu1
+check "smpquery through process_mad (local SMA)" contains "NodeType:[.]*Channel Adapter" smpquery -C ibemu0 -P 1 -D nodeinfo 0
+
+lid0=$(cat /sys/class/infiniband/ibemu0/ports/1/lid)
+check "smpquery, LID-routed through QP0" contains "LinkState:[.]*Active" \
+  smpquery -C ibemu1 -P 1 portinfo "$lid0"
+check "perfquery through QP1 (the daemon's PMA)" contains "PortXmitData" \
+  perfquery -C ibemu1 -P 1 "$lid0" 1
+ibping -S -C ibemu0 -P 1 > /tmp/ibping-server.out 2>&1 &
+ibping_pid=$!
+sleep 1
+check "ibping between two HCAs (a umad agent on each side)" contains "5 received" \
+  ibping -C ibemu1 -P 1 -c 5 "$lid0"
+kill $ibping_pid 2> /dev/null
+wait $ibping_pid 2> /dev/null
+
+check "ibv_rc_pingpong -e (completion channel through the kernel)" \
+  pair 60 ibv_rc_pingpong -d ibemu0 -e -n 200 -- ibv_rc_pingpong -d ibemu1 -e -n 200 127.0.0.1
+check "ibv_ud_pingpong" \
+  pair 60 ibv_ud_pingpong -d ibemu0 -n 200 -- ibv_ud_pingpong -d ibemu1 -n 200 127.0.0.1
+check "ib_write_bw" \
+  pair 120 ib_write_bw -d ibemu0 -s 65536 -n 200 -- ib_write_bw -d ibemu1 -s 65536 -n 200 127.0.0.1
+check "ib_send_lat" \
+  pair 120 ib_send_lat -d ibemu0 -n 200 -- ib_send_lat -d ibemu1 -n 200 127.0.0.1
+check "port counters in sysfs (PMA through process_mad)" \
+  sh -c 'cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets; \
+         [ "$(cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets)" -gt 0 ]'
+
+timeout 60 ibv_rc_pingpong -d ibemu0 > /dev/null 2>&1 &
+holder=$!
+wait_listening
+check "rmmod refused while a program holds a device" sh -c '! rmmod ibemu'
+kill $holder 2>/dev/null
+wait $holder 2>/dev/null
+
+check "bad control messages get EINVAL (fuzzed)" "$BUILD/bin/ibemu-ctl-fuzz" 20000
+
+check "the daemon stopping turns the ports DOWN" sh -c \
+  "$SRC/scripts/kernel-node.sh down && sleep 1 && cat /sys/class/infiniband/ibemu0/ports/1/state | grep -q DOWN"
+check "ibv_asyncwatch sees PORT_ERR" sh -c 'sleep 1; cat /tmp/asyncwatch.out; grep -q "IBV_EVENT_PORT_ERR" /tmp/asyncwatch.out'
+kill $watch_pid 2>/dev/null
+wait $watch_pid 2>/dev/null
+
+check "a restarted daemon adopts the devices" sh -c \
+  "$SRC/scripts/kernel-node.sh up && ibstat ibemu0 1 | grep -q 'State: Active'"
+check "ibv_rc_pingpong after the restart" \
+  pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
+"$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
+
+# Debian's opensm as the subnet manager, through umad and the kernel's QP0.
+run_opensm() {
+  "$SRC/scripts/kernel-node.sh" up --no-sm > /dev/null || return 1
+  guid=0x$(cut -d: -f5- /sys/class/infiniband/ibemu0/ports/1/gids/0 | tr -d :)
+  mkdir -p /tmp/opensm
+  # -o: one sweep, then exit; the cache and logs go where the guest can write.
+  OSM_CACHE_DIR=/tmp/opensm timeout 120 opensm -g "$guid" -o -f /tmp/opensm/opensm.log \
+    --dump_files_dir /tmp/opensm > /dev/null
+  grep -E "SUBNET UP|ERR" /tmp/opensm/opensm.log
+  ibstat ibemu1 1 | grep -E "State|lid"
+  ibstat ibemu1 1 | grep -q "State: Active"
+}
+if command -v opensm > /dev/null; then
+  check "opensm brings the ports ACTIVE through umad" run_opensm
+  check "ibv_rc_pingpong on opensm's subnet" \
+    pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
+  "$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
+fi
+check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
+
+echo "ibemu kernel test ($KVER): $PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
