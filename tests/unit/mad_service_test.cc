@@ -193,6 +193,74 @@ TEST_F(MadServiceTest, SmpFromUmadIsAnsweredByTheSma) {
   EXPECT_EQ(ni.node_guid(), cfg_.devices[0].node_guid);
 }
 
+// Kernel mode: the kernel's MAD layer has the agents, the router only carries.
+class KernelPortTest : public MadServiceTest {
+ protected:
+  struct Arrival {
+    PortRef port;
+    uint16_t slid;
+    uint32_t src_qp, dst_qp;
+    std::vector<uint8_t> mad;
+  };
+  std::vector<Arrival> arrived_;
+
+  void SetUp() override {
+    MadServiceTest::SetUp();
+    router_.set_port_sink([this](PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp,
+                                 const uint8_t* mad, size_t len) {
+      arrived_.push_back({port, slid, src_qp, dst_qp, std::vector<uint8_t>(mad, mad + len)});
+    });
+  }
+};
+
+TEST_F(KernelPortTest, GivenAGmpExpectItAtTheDestinationPortWithItsTransactionId) {
+  auto req = request(0x32, 1, Method::kGet, 0x0001, 0xabcd00000007ull);
+  router_.send_from_port(kClientPort, 1, lid(kSmPort), req.data(), req.size());
+  ASSERT_EQ(arrived_.size(), 1u);
+  EXPECT_EQ(arrived_[0].port, kSmPort);
+  EXPECT_EQ(arrived_[0].slid, lid(kClientPort));
+  EXPECT_EQ(arrived_[0].src_qp, 1u);
+  EXPECT_EQ(arrived_[0].dst_qp, 1u);
+  EXPECT_EQ(arrived_[0].mad, req);  // no agent rewrote it: the kernel's MAD layer owns the TID
+  EXPECT_TRUE(got_.empty());
+}
+
+TEST_F(KernelPortTest, GivenAPmaQueryExpectTheLocalAgentsAnswerBackAtTheSender) {
+  router_.set_local_agent(0x04, [](PortRef, const uint8_t* mad, size_t len) {
+    std::vector<uint8_t> resp(mad, mad + len);
+    resp[3] = uint8_t(Method::kGetResp);
+    return std::optional<std::vector<uint8_t>>(resp);
+  });
+  auto req = request(0x04, 1, Method::kGet, 0x0012, 0x1234);
+  router_.send_from_port(kClientPort, 1, lid(kSmPort), req.data(), req.size());
+  ASSERT_EQ(arrived_.size(), 1u);
+  EXPECT_EQ(arrived_[0].port, kClientPort);
+  EXPECT_EQ(arrived_[0].slid, lid(kSmPort));
+  EXPECT_EQ(arrived_[0].mad[3], uint8_t(Method::kGetResp));
+}
+
+TEST_F(KernelPortTest, GivenAnSmpFromQp0ExpectTheSmasResponseOnQp0) {
+  auto req = request(0x01, 1, Method::kGet, uint16_t(mad::AttrId::kNodeInfo), 9);
+  router_.send_from_port(kClientPort, 0, lid(kSmPort), req.data(), req.size());
+  ASSERT_EQ(arrived_.size(), 1u);
+  EXPECT_EQ(arrived_[0].port, kClientPort);
+  EXPECT_EQ(arrived_[0].dst_qp, 0u);
+  EXPECT_EQ(arrived_[0].mad[3], uint8_t(Method::kGetResp));
+  mad::NodeInfo ni;
+  std::memcpy(ni.bytes.data(), arrived_[0].mad.data() + 64, ni.bytes.size());
+  EXPECT_EQ(ni.node_guid(), cfg_.devices[0].node_guid);
+}
+
+TEST_F(KernelPortTest, GivenAnUnknownLidOrABadQpExpectNothingDelivered) {
+  auto req = request(0x32, 1, Method::kGet, 0x0001, 1);
+  router_.send_from_port(kClientPort, 1, 0x3333, req.data(), req.size());
+  router_.send_from_port(kClientPort, 2, lid(kSmPort), req.data(), req.size());
+  router_.send_from_port(kClientPort, 1, lid(kSmPort), req.data(), 10);
+  EXPECT_TRUE(arrived_.empty());
+  EXPECT_EQ(router_.counters().unreachable, 1u);
+  EXPECT_EQ(router_.counters().malformed, 2u);
+}
+
 // The SA itself, fed the requests a program sends.
 class SaTest : public MadServiceTest {
  protected:
