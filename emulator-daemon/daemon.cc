@@ -1,6 +1,7 @@
 #include "emulator-daemon/daemon.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,10 +79,16 @@ void Daemon::start() {
       [this](PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad, size_t len) {
         umad_.router().send_from_port(port, qpn, dlid, mad, len);
       });
-  if (kernel_mode)
+  if (kernel_mode) {
     umad_.router().set_port_sink(
         [this](PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp, const uint8_t* mad,
                size_t len) { kernel_.deliver_mad(port, slid, src_qp, dst_qp, mad, len); });
+    // The kernel's devices are everyone's (ib_uverbs makes uverbsN 0666),
+    // so every user's programs must reach the daemon that serves them;
+    // what changes the fabric stays the daemon owner's (fabric_admin_op).
+    chmod(paths_.dir.c_str(), 0755);
+    chmod(paths_.socket().c_str(), 0666);
+  }
   server_.start();
   start_fabric();
   apply_configured_faults();
@@ -127,10 +134,19 @@ std::optional<std::array<uint8_t, 256>> Daemon::answer_kernel_mad(PortRef port,
   return subnet_.process_smp(port, smp.data(), smp.size(), subnet_.port(port).lid);
 }
 
+// Requests that change the fabric for every user of the host, or see every
+// user's packets: the SM's, captures, faults and shutdown.
+static bool fabric_admin_op(const std::string& op) {
+  return op == "sm_attach" || op == "smp" || op.starts_with("capture_") ||
+         op.starts_with("fault_") || op == "link" || op == "shutdown";
+}
+
 Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_in,
                         std::vector<int>& fds_out) {
   try {
     const std::string op = req.value("op", "");
+    if (fabric_admin_op(op) && s.uid != 0 && s.uid != geteuid())
+      return error_reply(EPERM, op + " is for the daemon's owner or root");
     if (op == "hello") return do_hello(s, req, fds_out);
     if (op == "devices") return do_devices();
     if (op == "status") return do_status();

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/log.h"
+#include "emulator-daemon/kernel_messages.h"
 #include "kernel/ibemu_abi.h"
 #include "kernel/ibemu_ctl_validate.h"
 #include "transport/engine/types.h"
@@ -15,14 +16,6 @@
 namespace ibemu {
 
 namespace {
-
-template <typename Msg>
-Msg message(uint16_t type) {
-  Msg m{};
-  m.hdr.type = type;
-  m.hdr.length = sizeof(Msg);
-  return m;
-}
 
 void copy_name(char (&to)[IBEMU_CTL_NAME_MAX], const std::string& from) {
   std::strncpy(to, from.c_str(), sizeof(to) - 1);
@@ -79,7 +72,7 @@ int KernelBridge::write_message(const void* msg, size_t len) {
 void KernelBridge::add_device(int index) {
   using engine::DeviceLimits;
   const DeviceConfig& dev = config_.devices[index];
-  auto m = message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
+  auto m = kernel_message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
   m.abi_version = IBEMU_CTL_ABI_VERSION;
   m.index = static_cast<uint8_t>(index);
   m.num_ports = static_cast<uint8_t>(dev.ports);
@@ -109,7 +102,7 @@ void KernelBridge::add_device(int index) {
 void KernelBridge::update_port(PortRef port) {
   if (!active()) return;
   const PortAttributes a = subnet_.port(port);
-  auto m = message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
+  auto m = kernel_message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
   m.index = static_cast<uint8_t>(port.device);
   m.port = static_cast<uint8_t>(port.port);
   m.state = static_cast<uint8_t>(a.state);
@@ -180,7 +173,7 @@ void KernelBridge::on_mad_out(const uint8_t* msg) {
 
 void KernelBridge::deliver_mad(PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp,
                                const uint8_t* mad, size_t len) {
-  auto in = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  auto in = kernel_message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
   if (!active() || len != sizeof(in.mad)) return;  // one segment per MAD here
   in.index = static_cast<uint8_t>(port.device);
   in.port = static_cast<uint8_t>(port.port);
@@ -197,7 +190,7 @@ void KernelBridge::deliver_mad(PortRef port, uint16_t slid, uint32_t src_qp, uin
 void KernelBridge::on_process_mad(const uint8_t* msg) {
   ibemu_ctl_process_mad req;
   std::memcpy(&req, msg, sizeof(req));
-  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  auto reply = kernel_message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
   reply.hdr.seq = req.hdr.seq;
   reply.result = IBEMU_CTL_MAD_IGNORED;
   if (valid_port(req.index, req.port)) {

@@ -28,8 +28,12 @@ load)
   ;;
 up)
   shift
-  config=""
-  if [ -f "$CONFIG" ]; then config=$CONFIG; else
+  if "$IBEMU" --runtime-dir "$RUNTIME" status > /dev/null 2>&1; then
+    # The daemon runs and keeps its config: this starts the SM.
+    exec "$IBEMU" --runtime-dir "$RUNTIME" up "$@"
+  fi
+  config=$CONFIG
+  if [ ! -f "$config" ]; then
     # Kernel mode is "auto" by default; a node insists on it.
     mkdir -p "$RUNTIME"
     config=$RUNTIME/kernel-node.json

@@ -128,8 +128,9 @@ void wait_for_peers(const std::string& runtime_dir) {
 
 int cmd_up(const Options& o) {
   ibemu::RuntimePaths paths{o.runtime_dir};
-  std::filesystem::create_directories(o.runtime_dir);
-  chmod(o.runtime_dir.c_str(), 0700);
+  // A new directory is private; a running daemon has set its own mode
+  // (kernel mode opens it to every user), which stays.
+  if (std::filesystem::create_directories(o.runtime_dir)) chmod(o.runtime_dir.c_str(), 0700);
   std::string bin = ibemu::find_binary_dir();
   Json reply;
   if (!query(o.runtime_dir, {{"op", "status"}}, &reply)) {

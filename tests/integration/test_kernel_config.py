@@ -29,21 +29,15 @@ def test_without_the_module_the_daemon_runs_in_no_kernel_mode(tmp_path, mode):
         f.down()
 
 
-def test_kernel_on_without_the_module_refuses_to_start(tmp_path):
-    f, result = up_with(tmp_path, {"kernel": "on"})
+@pytest.mark.parametrize("mode, says", [
+    ("on", "/dev/ibemu: No such file or directory (is ibemu.ko loaded"),
+    ("maybe", 'kernel must be "auto", "on" or "off"'),
+])
+def test_the_daemon_refuses_to_start_and_says_why(tmp_path, mode, says):
+    f, result = up_with(tmp_path, {"kernel": mode})
     try:
         assert result.returncode != 0
         log = (f.runtime_dir / "ibemud.log").read_text()
-        assert "/dev/ibemu" in log and "ibemu.ko" in log, log
-    finally:
-        f.down()
-
-
-def test_a_bad_kernel_setting_is_a_config_error(tmp_path):
-    f, result = up_with(tmp_path, {"kernel": "maybe"})
-    try:
-        assert result.returncode != 0
-        log = (f.runtime_dir / "ibemud.log").read_text()
-        assert 'kernel must be "auto", "on" or "off"' in log, log
+        assert says in log, log
     finally:
         f.down()

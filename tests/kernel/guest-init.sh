@@ -3,6 +3,8 @@
 # busybox initramfs, mounts the host's root (read-only, 9p) at /hostroot,
 # runs the job's script chrooted there and reports on the serial console:
 #
+#   IBEMU-QEMU-REPORT (run <nonce>)             the script is over, what
+#                                                follows is this file's
 #   IBEMU-QEMU-EXIT <status> (run <nonce>)      always last, unless the
 #                                                kernel died first
 #   IBEMU-QEMU-TIMEOUT (run <nonce>)             the guest watchdog fired
@@ -23,6 +25,7 @@ exec < /dev/console > /dev/console 2>&1
 . /job/env
 R=/hostroot
 RUN="(run $JOB_NONCE)"
+TAINT0=0
 
 # Lines of the kernel log that mean the kernel is no longer trustworthy. WARN
 # and hung-task reports count: both usually mean a driver bug. Under `quiet`
@@ -52,6 +55,7 @@ report() { # report STATUS
     while :; do sleep 60; done
   fi
   rc=$1
+  echo "IBEMU-QEMU-REPORT $RUN"
   dmesg > /dmesg.txt
   # Only the part since the script started is interesting to its author.
   sed -n '/ibemu-qemu-script-start/,$p' /dmesg.txt > /dmesg-run.txt
@@ -123,8 +127,13 @@ done
 if [ -d /job/files ]; then
   cp -a /job/files/. "$R/run/ibemu-qemu/"
 fi
+# The kernel runs its modprobe (mount -t overlay, rdma netlink...) in our
+# root, not the script's: send it to the host's modprobe and modules.
+printf '#!/bin/sh\nexec chroot %s /sbin/modprobe "$@"\n' "$R" > /bin/hostroot-modprobe
+chmod 755 /bin/hostroot-modprobe
+echo /bin/hostroot-modprobe > /proc/sys/kernel/modprobe
 ip link set lo up
-hostname "$JOB_HOSTNAME"
+[ -z "$JOB_HOSTNAME" ] || hostname "$JOB_HOSTNAME"
 
 TAINT0=$(cat /proc/sys/kernel/tainted)
 echo "ibemu-qemu-script-start $RUN" > /dev/kmsg

@@ -136,6 +136,15 @@ check "port counters in sysfs (PMA through process_mad)" \
   sh -c 'cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets; \
          [ "$(cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets)" -gt 0 ]'
 
+# Any user's programs, as on an HCA (ib_uverbs makes uverbsN 0666); only
+# root changes the fabric.
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+check "a user's program sees the devices" contains "PORT_ACTIVE" $nobody ibv_devinfo -d ibemu0
+check "a user's pingpong" pair 60 $nobody ibv_rc_pingpong -d ibemu0 -n 50 -- \
+  $nobody ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
+check "a user cannot change the fabric" contains "daemon's owner or root" \
+  sh -c "! $nobody ibemu --runtime-dir /run/ibemu fault set --drop 50"
+
 timeout 60 ibv_rc_pingpong -d ibemu0 > /dev/null 2>&1 &
 holder=$!
 wait_listening
@@ -155,7 +164,9 @@ check "a restarted daemon adopts the devices" sh -c \
   "$SRC/scripts/kernel-node.sh up && ibstat ibemu0 1 | grep -q 'State: Active'"
 check "ibv_rc_pingpong after the restart" \
   pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
-"$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
+check "kill -9 of ibemud turns the ports DOWN" sh -c \
+  'pkill -9 -x ibemud && sleep 1 && grep -q DOWN /sys/class/infiniband/ibemu0/ports/1/state'
+"$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1 # the SM that outlived it
 
 # Debian's opensm as the subnet manager, through umad and the kernel's QP0.
 run_opensm() {

@@ -72,7 +72,8 @@ SCRIPT=$1
 shift
 [ -f "$SCRIPT" ] || die 2 "no script $SCRIPT"
 
-[ "$(id -u)" -eq 0 ] || die 77 "skipped: must run as root (the guest reads all of / over 9p as its owner)"
+# qemu reads the shared / with its own rights; the guest needs all of it.
+[ "$(id -u)" -eq 0 ] || die 77 "skipped: must run as root (qemu shares / with the guest)"
 
 command -v qemu-system-x86_64 > /dev/null ||
   die 77 "qemu-system-x86_64 is missing: run 'make deps' (package qemu-system-x86)"
@@ -115,6 +116,7 @@ fi
 PIDFILE=$WORKDIR/qemu.pid
 rm -f "$PIDFILE"
 # Interrupted, we must not leave a guest running until its timeout.
+# shellcheck disable=SC2317  # called from the trap
 cleanup() {
   if [ -s "$PIDFILE" ]; then kill "$(cat "$PIDFILE")" 2> /dev/null || true; fi
   if [ -n "$REMOVE_WORKDIR" ]; then rm -rf "$WORKDIR"; fi
@@ -142,6 +144,10 @@ load_order() { # load_order NAME...: the files to insmod, in order
   done | awk '!seen[$0]++'
 }
 GUEST_MODULES=(virtio_pci 9pnet_virtio 9p)
+for want in "${GUEST_MODULES[@]}"; do
+  [ -n "$(module_path "$want")" ] || grep -q "/$want\.ko\$" "$MODDIR/modules.builtin" ||
+    die 77 "kernel $KVER has no $want module, which the guest needs to mount / over 9p"
+done
 
 build_base() { # build_base OUT: busybox, guest-init.sh and the 9p modules
   local stage=$WORKDIR/stage n=0 path name
@@ -219,7 +225,7 @@ deadline=0
   echo "JOB_NONCE=$NONCE"
   echo "JOB_DEADLINE=$deadline"
   echo "JOB_CWD=$(shell_quote "$cwd")"
-  echo "JOB_HOSTNAME=$(shell_quote "$(hostname)")"
+  echo "JOB_HOSTNAME=$(shell_quote "$(uname -n)")"
   printf 'set --'
   [ -x "$script_path" ] || [ -x "$SCRIPT" ] || printf ' /bin/sh'
   printf ' %s' "$(shell_quote "$script_path")"
@@ -236,23 +242,33 @@ cpus=$(nproc)
 [ "$cpus" -le 2 ] || cpus=2
 console=$WORKDIR/console.log
 start=$(date +%s)
-set +e
-# --foreground: a Ctrl-C reaches qemu as well.
-timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -pidfile "$PIDFILE" \
-  -accel "$ACCEL" -cpu max -smp "$cpus" -m "$MEM" \
-  -nodefaults -no-user-config -display none -serial stdio -monitor none -no-reboot \
-  -kernel "$KERNEL" -initrd "$initrd" \
-  -append "console=ttyS0 quiet panic=-1 log_buf_len=4M rdinit=/init" \
-  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-  < /dev/null 2>&1 | sed -u 's/\r//g' | tee "$console"
-qemu_rc=${PIPESTATUS[0]}
-set -e
-rm -f "$PIDFILE"
+# In the background because bash runs a trap only once a foreground job ends,
+# and a signal to us must stop the guest now. --foreground: a Ctrl-C reaches
+# qemu as well.
+{
+  status=0
+  timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -pidfile "$PIDFILE" \
+    -accel "$ACCEL" -cpu max -smp "$cpus" -m "$MEM" \
+    -nodefaults -no-user-config -display none -serial stdio -monitor none -no-reboot \
+    -kernel "$KERNEL" -initrd "$initrd" \
+    -append "console=ttyS0 quiet panic=-1 log_buf_len=4M rdinit=/init" \
+    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+    < /dev/null 2>&1 || status=$?
+  # Silent: after a signal the work directory may be gone already.
+  echo "$status" 2> /dev/null > "$WORKDIR/qemu.rc"
+} | sed -u 's/\r//g' | tee "$console" &
+wait $! || true
+qemu_rc=$(cat "$WORKDIR/qemu.rc" 2> /dev/null || echo 125)
+rm -f "$PIDFILE" "$WORKDIR/qemu.rc"
 elapsed=$(($(date +%s) - start))
 
 rc=$(sed -n "s/.*IBEMU-QEMU-EXIT \([0-9]*\) (run $NONCE).*/\1/p" "$console" | tail -n 1)
-# Kernel lines on the console carry a timestamp, script output does not.
-kernel_problem=$(grep -E '^\[ *[0-9]+\.[0-9]+\] .*(Oops|BUG:|general protection fault|KASAN|Call Trace|Kernel panic)' "$console" | head -n 1 || true)
+# A second look, for when the guest could not report: kernel lines on the
+# console carry a timestamp, script output does not. What the guest prints in
+# its report (a timeout's dump of blocked tasks, say) is not looked at.
+kernel_problem=$(sed "/IBEMU-QEMU-REPORT (run $NONCE)/,\$d" "$console" |
+  grep -E '^\[ *[0-9]+\.[0-9]+\] .*(Oops|BUG:|general protection fault|KASAN|Call Trace|Kernel panic)' |
+  head -n 1 || true)
 
 if [ -z "$rc" ]; then
   if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then

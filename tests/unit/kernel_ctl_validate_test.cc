@@ -4,20 +4,14 @@
 
 #include <cstring>
 
+#include "emulator-daemon/kernel_messages.h"
 #include "kernel/ibemu_ctl_validate.h"
 
+namespace ibemu {
 namespace {
 
-template <typename Msg>
-Msg message(uint16_t type) {
-  Msg m{};
-  m.hdr.type = type;
-  m.hdr.length = sizeof(Msg);
-  return m;
-}
-
 ibemu_ctl_add_device valid_device() {
-  auto m = message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
+  auto m = kernel_message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
   m.abi_version = IBEMU_CTL_ABI_VERSION;
   m.num_ports = 2;
   std::strcpy(m.name, "ibemu0");
@@ -28,7 +22,7 @@ ibemu_ctl_add_device valid_device() {
 }
 
 ibemu_ctl_set_port valid_port() {
-  auto m = message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
+  auto m = kernel_message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
   m.port = 1;
   m.state = 4;
   m.phys_state = 5;
@@ -45,10 +39,10 @@ int validate(const Msg& m) {
 TEST(KernelControlValidate, AcceptsWellFormedMessages) {
   EXPECT_EQ(validate(valid_device()), 0);
   EXPECT_EQ(validate(valid_port()), 0);
-  auto mad = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  auto mad = kernel_message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
   mad.port = 1;
   EXPECT_EQ(validate(mad), 0);
-  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  auto reply = kernel_message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
   reply.hdr.seq = 7;
   reply.result = IBEMU_CTL_MAD_REPLY;
   EXPECT_EQ(validate(reply), 0);
@@ -63,8 +57,8 @@ TEST(KernelControlValidate, RefusesLengthsThatDisagree) {
 }
 
 TEST(KernelControlValidate, RefusesWhatOnlyTheModuleSends) {
-  EXPECT_EQ(validate(message<ibemu_ctl_mad_out>(IBEMU_CTL_MAD_OUT)), -EINVAL);
-  EXPECT_EQ(validate(message<ibemu_ctl_process_mad>(IBEMU_CTL_PROCESS_MAD)), -EINVAL);
+  EXPECT_EQ(validate(kernel_message<ibemu_ctl_mad_out>(IBEMU_CTL_MAD_OUT)), -EINVAL);
+  EXPECT_EQ(validate(kernel_message<ibemu_ctl_process_mad>(IBEMU_CTL_PROCESS_MAD)), -EINVAL);
 }
 
 TEST(KernelControlValidate, RefusesBadDevices) {
@@ -108,14 +102,14 @@ TEST(KernelControlValidate, RefusesPortAttributesOutOfRange) {
 }
 
 TEST(KernelControlValidate, RefusesBadMadsAndReplies) {
-  auto mad = message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
+  auto mad = kernel_message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
   mad.port = 1;
   mad.qpn = 2;
   EXPECT_EQ(validate(mad), -EINVAL);
   mad.qpn = 1;
   mad.src_qp = 1u << 24;
   EXPECT_EQ(validate(mad), -EINVAL);
-  auto reply = message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
+  auto reply = kernel_message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
   reply.hdr.seq = 0;
   EXPECT_EQ(validate(reply), -EINVAL);
   reply.hdr.seq = 1;
@@ -124,3 +118,4 @@ TEST(KernelControlValidate, RefusesBadMadsAndReplies) {
 }
 
 }  // namespace
+}  // namespace ibemu
