@@ -85,14 +85,22 @@ wait_port() { # wait_port DEVICE PORT STATE
   return 1
 }
 
-for dir in /usr/local /etc/libibverbs.d /usr/lib/x86_64-linux-gnu/libibverbs; do
+for dir in /usr/local /etc/libibverbs.d /usr/lib/x86_64-linux-gnu/libibverbs \
+  /usr/src /var/lib /lib/modules; do
   writable "$dir"
 done
-check "make install's steps (scripts/install.sh)" "$SRC/scripts/install.sh" "$BUILD"
+if command -v dkms > /dev/null; then
+  # make install-dkms: DKMS builds ibemu.ko for this kernel and installs it.
+  check "make install-dkms's steps (scripts/install.sh --dkms)" \
+    "$SRC/scripts/install.sh" "$BUILD" --dkms
+  check "modules load (ib_core, ib_uverbs, ib_umad, DKMS's ibemu.ko)" \
+    "$SRC/scripts/kernel-node.sh" load
+else
+  check "make install's steps (scripts/install.sh)" "$SRC/scripts/install.sh" "$BUILD"
+  check "modules load (ib_core, ib_uverbs, ib_umad, ibemu.ko)" \
+    "$SRC/scripts/kernel-node.sh" load "$BUILD/kernel/ibemu.ko"
+fi
 export PATH=/usr/local/bin:$PATH
-
-check "modules load (ib_core, ib_uverbs, ib_umad, ibemu.ko)" \
-  "$SRC/scripts/kernel-node.sh" load "$BUILD/kernel/ibemu.ko"
 check "no daemon, no device" sh -c '! ls /sys/class/infiniband/ 2>/dev/null | grep -q ibemu'
 
 check "ibemud registers its devices (kernel mode)" "$SRC/scripts/kernel-node.sh" up --no-sm
