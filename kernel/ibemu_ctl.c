@@ -118,7 +118,9 @@ int ibemu_ctl_process_mad(struct ibemu_dev *dev, u8 port, const void *mad,
 	spin_lock_irq(&ibemu_ctl_lock);
 	f = dev->owner;
 	if (f) {
-		p.seq = ++f->next_seq ? f->next_seq : ++f->next_seq;
+		if (++f->next_seq == 0) /* 0 means "no seq" in the ABI */
+			++f->next_seq;
+		p.seq = f->next_seq;
 		((struct ibemu_ctl_process_mad *)m->data)->hdr.seq = p.seq;
 		((struct ibemu_ctl_process_mad *)m->data)->index =
 			dev->owner_index;
@@ -302,7 +304,7 @@ static ssize_t ctl_read(struct file *file, char __user *buf, size_t len,
 {
 	struct ibemu_ctl_file *f = file->private_data;
 	struct queued_msg *m;
-	int err;
+	ssize_t ret;
 
 	for (;;) {
 		spin_lock_irq(&ibemu_ctl_lock);
@@ -316,16 +318,16 @@ static ssize_t ctl_read(struct file *file, char __user *buf, size_t len,
 			break;
 		if (file->f_flags & O_NONBLOCK)
 			return -EAGAIN;
-		err = wait_event_interruptible(f->wait,
+		ret = wait_event_interruptible(f->wait,
 					       !list_empty_careful(&f->outq));
-		if (err)
-			return err;
+		if (ret)
+			return ret;
 	}
 	if (m->len > len)
 		return -EINVAL;
-	len = copy_to_user(buf, m->data, m->len) ? -EFAULT : m->len;
+	ret = copy_to_user(buf, m->data, m->len) ? -EFAULT : m->len;
 	kfree(m);
-	return len;
+	return ret;
 }
 
 static __poll_t ctl_poll(struct file *file, poll_table *wait)

@@ -59,10 +59,11 @@ static int ibemu_query_port(struct ib_device *ibdev, u32 port_num,
 {
 	struct ibemu_dev *dev = to_dev(ibdev);
 	struct ibemu_port_attr p;
+	unsigned long flags;
 
-	spin_lock_irq(&dev->lock);
+	spin_lock_irqsave(&dev->lock, flags);
 	p = dev->ports[port_num - 1];
-	spin_unlock_irq(&dev->lock);
+	spin_unlock_irqrestore(&dev->lock, flags);
 
 	/* ib_core zeroed *attr and fills subnet_prefix from GID 0. */
 	attr->state = p.state;
@@ -89,15 +90,16 @@ static int ibemu_query_gid(struct ib_device *ibdev, u32 port_num, int index,
 			   union ib_gid *gid)
 {
 	struct ibemu_dev *dev = to_dev(ibdev);
+	unsigned long flags;
 
 	if (index != 0)
 		return -EINVAL;
-	spin_lock_irq(&dev->lock);
+	spin_lock_irqsave(&dev->lock, flags);
 	gid->global.subnet_prefix =
 		cpu_to_be64(dev->ports[port_num - 1].subnet_prefix);
 	gid->global.interface_id =
 		cpu_to_be64(dev->ports[port_num - 1].port_guid);
-	spin_unlock_irq(&dev->lock);
+	spin_unlock_irqrestore(&dev->lock, flags);
 	return 0;
 }
 
@@ -105,12 +107,13 @@ static int ibemu_query_pkey(struct ib_device *ibdev, u32 port_num, u16 index,
 			    u16 *pkey)
 {
 	struct ibemu_dev *dev = to_dev(ibdev);
+	unsigned long flags;
 
 	if (index != 0)
 		return -EINVAL;
-	spin_lock_irq(&dev->lock);
+	spin_lock_irqsave(&dev->lock, flags);
 	*pkey = dev->ports[port_num - 1].pkey;
-	spin_unlock_irq(&dev->lock);
+	spin_unlock_irqrestore(&dev->lock, flags);
 	return 0;
 }
 
