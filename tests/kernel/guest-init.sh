@@ -117,21 +117,28 @@ ln -sf /proc/self/fd "$R/dev/fd"
 ln -sf /proc/self/fd/0 "$R/dev/stdin"
 ln -sf /proc/self/fd/1 "$R/dev/stdout"
 ln -sf /proc/self/fd/2 "$R/dev/stderr"
-mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run" || fail "mount /run"
-mkdir -p "$R/run/lock" "$R/run/ibemu-qemu"
-chmod 1777 "$R/run/lock"
-for dir in tmp var/tmp; do
-  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/$dir" || fail "mount /$dir"
-done
-# A script that lives where the guest mounts its own tmpfs travels in the job.
-if [ -d /job/files ]; then
-  cp -a /job/files/. "$R/run/ibemu-qemu/"
-fi
 # The kernel runs its modprobe (mount -t overlay, rdma netlink...) in our
 # root, not the script's: send it to the host's modprobe and modules.
 printf '#!/bin/sh\nexec chroot %s /sbin/modprobe "$@"\n' "$R" > /bin/hostroot-modprobe
 chmod 755 /bin/hostroot-modprobe
 echo /bin/hostroot-modprobe > /proc/sys/kernel/modprobe
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run" || fail "mount /run"
+mkdir -p "$R/run/lock" "$R/run/ibemu-qemu" "$R/run/ibemu-qemu-upper"
+chmod 1777 "$R/run/lock"
+# /tmp and /var/tmp keep the host's files (a checkout may live there) under
+# a layer in memory that takes the guest's writes.
+for dir in tmp var/tmp; do
+  layer=$R/run/ibemu-qemu-upper/$(echo "$dir" | tr / _)
+  mkdir -p "$layer/upper" "$layer/work"
+  chmod 1777 "$layer/upper"
+  mount -t overlay overlay -o "lowerdir=$R/$dir,upperdir=$layer/upper,workdir=$layer/work" \
+    "$R/$dir" 2> /dev/null ||
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/$dir" || fail "mount /$dir"
+done
+# A script that lives where the guest mounts its own tmpfs travels in the job.
+if [ -d /job/files ]; then
+  cp -a /job/files/. "$R/run/ibemu-qemu/"
+fi
 ip link set lo up
 [ -z "$JOB_HOSTNAME" ] || hostname "$JOB_HOSTNAME"
 

@@ -31,9 +31,9 @@ check() {
 # overlay whose changes live in the guest's memory.
 writable() {
   modprobe overlay
-  mkdir -p "/tmp/overlay$1/upper" "/tmp/overlay$1/work"
+  mkdir -p "/run/test-layers$1/upper" "/run/test-layers$1/work"
   mount -t overlay overlay \
-    -o "lowerdir=$1,upperdir=/tmp/overlay$1/upper,workdir=/tmp/overlay$1/work" "$1"
+    -o "lowerdir=$1,upperdir=/run/test-layers$1/upper,workdir=/run/test-layers$1/work" "$1"
 }
 
 contains() { # contains PATTERN COMMAND...

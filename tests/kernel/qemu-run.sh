@@ -16,12 +16,12 @@
 #
 # The guest (tests/kernel/guest-init.sh) loads 9p from the kernel's own
 # modules, mounts the host's / at /hostroot, gives it fresh proc, sys, dev,
-# dev/pts, dev/shm, and tmpfs on /run, /tmp and /var/tmp, and chroots there
-# to run SCRIPT (directly if executable, else with /bin/sh) from the current
-# directory, with a clean environment and stdin from /dev/null. A SCRIPT under
-# /tmp, /run, /var/tmp or /dev is hidden by those mounts, so it is copied to
-# /run/ibemu-qemu instead (its ARGS are passed as they are). modprobe works:
-# /lib/modules is the host's.
+# dev/pts, dev/shm and a tmpfs on /run, puts a writable layer in memory over
+# the host's /tmp and /var/tmp, and chroots there to run SCRIPT (directly if
+# executable, else with /bin/sh) from the current directory, with a clean
+# environment and stdin from /dev/null. A SCRIPT under /run or /dev is hidden
+# by those mounts, so it is copied to /run/ibemu-qemu instead (its ARGS are
+# passed as they are). modprobe works: /lib/modules is the host's.
 #
 # Output: the guest console on stdout, \r stripped. Exit status: SCRIPT's;
 # 124 if the run timed out; 125 if the guest ended without reporting a status
@@ -193,9 +193,10 @@ fi
 
 shell_quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
-# Paths the guest covers with its own mounts.
+# Paths the guest covers with its own mounts (its /tmp and /var/tmp keep
+# the host's files).
 hidden() {
-  case "$1/" in /tmp/* | /run/* | /var/tmp/* | /dev/* | /proc/* | /sys/*) return 0 ;; esac
+  case "$1/" in /run/* | /dev/* | /proc/* | /sys/*) return 0 ;; esac
   return 1
 }
 
