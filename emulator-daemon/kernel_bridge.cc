@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/log.h"
+#include "common/mad/mad.h"
 #include "emulator-daemon/kernel_messages.h"
 #include "kernel/ibemu_abi.h"
 #include "kernel/ibemu_ctl_validate.h"
@@ -156,7 +157,8 @@ namespace {
 // pointer past this CA (IBA 14.2.2.2, C14-9:1); the subnet walks the route
 // from the SM's port itself.
 void rewind_directed_route(uint8_t* mad) {
-  const bool directed = mad[1] == 0x81, outbound = !(mad[4] & 0x80);
+  const bool directed = mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
+  const bool outbound = !(mad[4] & 0x80);  // the D bit of the status word
   if (directed && outbound && mad[6] == 1) mad[6] = 0;
 }
 
@@ -195,7 +197,9 @@ void KernelBridge::on_process_mad(const uint8_t* msg) {
   reply.result = IBEMU_CTL_MAD_IGNORED;
   if (valid_port(req.index, req.port)) {
     const uint8_t mgmt_class = req.mad[1];
-    const bool ours = mgmt_class == 0x01 || mgmt_class == 0x81 || mgmt_class == 0x04;
+    const bool ours = mgmt_class == uint8_t(mad::MgmtClass::kSubnLid) ||
+                      mgmt_class == uint8_t(mad::MgmtClass::kSubnDirected) ||
+                      mgmt_class == uint8_t(mad::MgmtClass::kPerfMgt);
     rewind_directed_route(req.mad);
     auto answer = answer_(PortRef{req.index, req.port}, req.mad);
     if (answer) {
