@@ -130,9 +130,7 @@ std::optional<std::array<uint8_t, 256>> Daemon::answer_kernel_mad(PortRef port,
     std::copy(resp->begin(), resp->end(), smp.begin());
     return smp;
   }
-  if (mgmt_class != uint8_t(mad::MgmtClass::kSubnLid) &&
-      mgmt_class != uint8_t(mad::MgmtClass::kSubnDirected))
-    return std::nullopt;
+  if (!mad::is_smp_class(mgmt_class)) return std::nullopt;
   return subnet_.process_smp(port, smp.data(), smp.size(), subnet_.port(port).lid);
 }
 

@@ -197,9 +197,8 @@ void KernelBridge::on_process_mad(const uint8_t* msg) {
   reply.result = IBEMU_CTL_MAD_IGNORED;
   if (valid_port(req.index, req.port)) {
     const uint8_t mgmt_class = req.mad[1];
-    const bool ours = mgmt_class == uint8_t(mad::MgmtClass::kSubnLid) ||
-                      mgmt_class == uint8_t(mad::MgmtClass::kSubnDirected) ||
-                      mgmt_class == uint8_t(mad::MgmtClass::kPerfMgt);
+    const bool ours =
+        mad::is_smp_class(mgmt_class) || mgmt_class == uint8_t(mad::MgmtClass::kPerfMgt);
     rewind_directed_route(req.mad);
     auto answer = answer_(PortRef{req.index, req.port}, req.mad);
     if (answer) {

@@ -17,10 +17,6 @@ constexpr uint32_t kQp1Qkey = 0x80010000;   // IBA 13.5.1: the GSI's well-known 
 constexpr uint32_t kMaxAgentsPerFile = 32;  // ib_umad's IB_UMAD_MAX_AGENTS
 constexpr uint8_t kMaxClassVersion = 8;     // ib_mad's MAX_MGMT_VERSION
 
-bool is_smp_class(uint8_t c) {
-  return c == uint8_t(mad::MgmtClass::kSubnLid) || c == uint8_t(mad::MgmtClass::kSubnDirected);
-}
-
 // What the MAD layer treats as a response (ib_response_mad): the R bit, and
 // TrapRepress, which answers a Trap.
 bool is_response(const uint8_t* m) {
@@ -49,7 +45,7 @@ int MadRouter::register_agent(UmadClientId client, PortRef port, const AgentRegi
                               uint32_t* id) {
   if (reg.qpn > 1 || reg.class_version >= kMaxClassVersion) return EINVAL;
   // A class of 0 registers an agent that only sends (and gets responses).
-  if (reg.mgmt_class != 0 && is_smp_class(reg.mgmt_class) != (reg.qpn == 0)) return EINVAL;
+  if (reg.mgmt_class != 0 && mad::is_smp_class(reg.mgmt_class) != (reg.qpn == 0)) return EINVAL;
   const bool serves = reg.method_mask[0] || reg.method_mask[1];
   if (serves && reg.mgmt_class == 0) return EINVAL;
   for (const Agent& a : agents_) {
@@ -332,10 +328,8 @@ void MadRouter::arrive_at_kernel(PortRef port, const Source& src, const uint8_t*
       return;
     }
   }
-  const bool smp = mad[1] == uint8_t(mad::MgmtClass::kSubnLid) ||
-                   mad[1] == uint8_t(mad::MgmtClass::kSubnDirected);
   ++counters_.delivered;
-  sink_(port, src.slid, src.qpn, smp ? 0 : 1, mad, len);
+  sink_(port, src.slid, src.qpn, mad::is_smp_class(mad[1]) ? 0 : 1, mad, len);
 }
 
 void MadRouter::arrive_response(PortRef port, const Source& src, const uint8_t* mad, size_t len) {

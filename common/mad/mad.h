@@ -28,6 +28,11 @@ enum class MgmtClass : uint8_t {
   kSubnDirected = 0x81,  // directed-route SMP
 };
 
+/// Whether a MgmtClass is a subnet management class (an SMP, QP0's).
+inline bool is_smp_class(uint8_t c) {
+  return c == uint8_t(MgmtClass::kSubnLid) || c == uint8_t(MgmtClass::kSubnDirected);
+}
+
 /// IBA 13.4.5 (and 15.2.3 for the SA-only ones). The byte holds the
 /// R bit (0x80) too, so responses are distinct values.
 enum class Method : uint8_t {

@@ -214,7 +214,8 @@ class KernelPortTest : public MadServiceTest {
 };
 
 TEST_F(KernelPortTest, GivenAGmpExpectItAtTheDestinationPortWithItsTransactionId) {
-  auto req = request(0x32, 1, Method::kGet, 0x0001, 0xabcd00000007ull);
+  auto req = request(0x32, 1, Method::kGet, 0x0001, 7);
+  mad::store_be64(req.data() + 8, 0xabcd00000007ull);  // the kernel MAD layer's upper half
   router_.send_from_port(kClientPort, 1, lid(kSmPort), req.data(), req.size());
   ASSERT_EQ(arrived_.size(), 1u);
   EXPECT_EQ(arrived_[0].port, kSmPort);
