@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <thread>
-
 #include "transport/wire/lrh.h"
 
 namespace ibemu::provider {
@@ -14,8 +12,11 @@ namespace {
 constexpr auto kNegativeTtl = std::chrono::milliseconds(20);
 // How long a multicast group's member list is reused before asking again.
 constexpr auto kGroupTtl = std::chrono::milliseconds(20);
-// Rings fill only when the consumer lags; wait a little before dropping.
-constexpr int kFullRetries = 2000;
+// A full ring's consumer lags: wait while it drains. One that took nothing
+// for this long is likely waiting on a full ring of ours (each side's
+// consumer pushing into the other's): dropping breaks that cycle, and the
+// transport recovers the packet (held_acks.h for ACKs).
+constexpr auto kConsumerStuck = std::chrono::milliseconds(5);
 }  // namespace
 
 std::shared_ptr<link::ShmRing> ShmLink::ring_of(uint64_t owner, int fd) noexcept {
@@ -76,11 +77,7 @@ std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid
 
 bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
                    link::SlotKind kind) noexcept {
-  for (int i = 0; i < kFullRetries; ++i) {
-    if (ring.push(packet, len, kind)) return true;
-    std::this_thread::yield();
-  }
-  return false;
+  return ring.push_waiting(packet, len, kind, kConsumerStuck);
 }
 
 bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,

@@ -679,6 +679,80 @@ TEST(RcProtocol, GivenOnePacketLostExpectRetransmissionAndEveryWrCompletedOnce) 
   }
 }
 
+// A ring that stays full refuses a packet; a hardware responder's ACK would
+// wait for link credits instead (held_acks.h).
+struct RefusedAckCase {
+  const char* what;
+  bool destroy_responder;  // the responder's program is done and destroys its QP
+};
+
+TEST(RcProtocol,
+     GivenTheLinkRefusesTheLastAckExpectTheResponderToDeliverItLaterWithoutRetransmission) {
+  const RefusedAckCase cases[] = {{"the timer scan offers it again", false},
+                                  {"destroying the QP offers it once more", true}};
+  for (const RefusedAckCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    ConnectParams p;
+    p.timeout = 16;  // 268 ms: the requester must not be the one that recovers
+    EnginePair pair(p);
+    Message m(pair.a, pair.b, 3 * 4096, 81);
+    const uint32_t last_psn = wire::psn_add(p.sq_psn_a, 2);
+    bool refused = false;
+    pair.link.refuse = [&](const WirePacket& w) {
+      if (refused || w.slid() != kLidB || !w.is_ack() || w.psn() != last_psn) return false;
+      return refused = true;
+    };
+    auto last_acks = [&] {
+      size_t n = 0;
+      for (const WirePacket& w : pair.acks_from(kLidB)) n += w.psn() == last_psn;
+      return n;
+    };
+    ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m.recv_sges)), 0);
+    ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+    pair.link.deliver_all();
+    pair.b.poll();
+    ASSERT_EQ(pair.b.recv_wcs.size(), 1u);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(last_acks(), 0u);
+    if (c.destroy_responder) {
+      pair.b.qp.reset();
+      pair.b.engine.destroy_qp(kQpnB);
+      pair.link.deliver_all();
+      pair.a.poll();
+    } else {
+      ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 1; }, 100ms));
+    }
+    ASSERT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{1}));
+    EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(pair.requests_from(kLidA).size(), 3u);  // nothing was sent twice
+    EXPECT_EQ(last_acks(), 1u);
+    m.expect_delivered();
+  }
+}
+
+TEST(RcProtocol, GivenARefusedAckSupersededByANewerOneExpectOnlyTheNewerSent) {
+  ConnectParams p;
+  p.timeout = 16;
+  EnginePair pair(p);
+  Message m1(pair.a, pair.b, 100, 82), m2(pair.a, pair.b, 100, 83);
+  size_t acks_seen = 0;
+  pair.link.refuse = [&](const WirePacket& w) {
+    return w.slid() == kLidB && w.is_ack() && acks_seen++ == 0;
+  };
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(11, m1.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(12, m2.recv_sges)), 0);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m1.send_sges)), 0);
+  pair.link.deliver_all();
+  ASSERT_EQ(pair.link.refused, 1u);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(2, WrOpcode::kSend, m2.send_sges)), 0);
+  ASSERT_TRUE(pair.run_until([&] { return pair.a.send_wcs.size() == 2; }, 100ms));
+  pair.run_for(5ms);  // timer scans: nothing is held any more
+  const auto acks = pair.acks_from(kLidB);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].psn(), wire::psn_add(p.sq_psn_a, 1));
+  EXPECT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{1, 2}));
+}
+
 /// Sends a mix of SENDs, SENDs with immediate and RDMA WRITEs (with and
 /// without immediate) of assorted sizes from A to B, and checks that every
 /// one arrives intact and completes exactly once, in order, on both sides.

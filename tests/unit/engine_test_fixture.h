@@ -121,10 +121,19 @@ class FakeLink : public PacketSink, public ContextLink {
   bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                 size_t len) noexcept override {
     WirePacket p{dlid, dest_qp, std::vector<uint8_t>(packet, packet + len)};
+    if (refuse && refuse(p)) {
+      ++refused;
+      return false;
+    }
     log_.push_back(p);
     queue_.push_back(std::move(p));
     return true;
   }
+
+  /// Packets this says yes to are refused at transmission, as a ring that
+  /// stays full refuses them: transmit() returns false. They are not in log().
+  std::function<bool(const WirePacket&)> refuse;
+  size_t refused = 0;
 
   /// Decides what happens to each packet when it is delivered; unset = deliver.
   /// A delayed packet is delivered right after the next one (a reordering).

@@ -27,12 +27,15 @@ std::shared_ptr<Qp> HcaEngine::create_qp(const QpInit& init,
 
 void HcaEngine::destroy_qp(uint32_t qpn) {
   std::shared_ptr<Qp> keep;  // destroyed outside the lock
-  std::unique_lock lock(qps_mutex_);
-  auto it = qps_.find(qpn);
-  if (it == qps_.end()) return;
-  keep = std::move(it->second);
-  qps_.erase(it);
-  std::erase_if(mcast_, [qpn](const auto& m) { return m.second.qpn == qpn; });
+  {
+    std::unique_lock lock(qps_mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return;
+    keep = std::move(it->second);
+    qps_.erase(it);
+    std::erase_if(mcast_, [qpn](const auto& m) { return m.second.qpn == qpn; });
+  }
+  keep->release_held_acks();
 }
 
 std::shared_ptr<Qp> HcaEngine::find_qp(uint32_t qpn) const {

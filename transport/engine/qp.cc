@@ -47,6 +47,7 @@ void Qp::reset_transport_state() noexcept {
   rq_.reset(init_.max_recv_wr);
   dci_ = DcInitiator{};
   dct_forget_connections();
+  held_acks_.clear();
 }
 
 int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
@@ -402,10 +403,10 @@ void Qp::receive(const wire::PacketView& pkt) noexcept {
 
 Nanos Qp::on_timer(Nanos now) noexcept {
   std::lock_guard lock(mutex_);
-  const Nanos completer = completer_timer(now);
-  const Nanos forwarding = xrc_timer(now);
-  if (!completer || !forwarding) return completer ? completer : forwarding;
-  return std::min(completer, forwarding);
+  Nanos next = 0;
+  for (const Nanos due : {completer_timer(now), xrc_timer(now), resend_held_acks(now)})
+    if (due && (!next || due < next)) next = due;
+  return next;
 }
 
 }  // namespace ibemu::engine

@@ -18,6 +18,7 @@
 #include "transport/engine/context_link.h"
 #include "transport/engine/counters.h"
 #include "transport/engine/forced_naks.h"
+#include "transport/engine/held_acks.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/response_path.h"
@@ -110,6 +111,9 @@ class Qp {
   void receive(const wire::PacketView& pkt) noexcept;
   /// Runs retransmission and RNR timers; returns the next deadline (0 = none).
   Nanos on_timer(Nanos now) noexcept;
+  /// The QP is being destroyed: a last offer of the acknowledgements the
+  /// link held back (held_acks.h).
+  void release_held_acks() noexcept;
   /// XRC receive QPs: the verdict on a request this QP forwarded to the
   /// context that owns its SRQ (xrc_forwarding.cc).
   void receive_verdict(const XrcVerdict& v) noexcept;
@@ -157,7 +161,8 @@ class Qp {
                        bool solicited) noexcept;
   void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
   /// Every packet of this QP leaves through here: the port's counters see it.
-  void transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
+  /// False when the link discarded the packet.
+  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
 
   // responder.cc (IBA 9.7.5)
   void responder_receive(const wire::PacketView& pkt) noexcept;
@@ -174,6 +179,8 @@ class Qp {
   void responder_finish(const wire::PacketView& pkt) noexcept;
   void responder_atomic_done(uint32_t psn, uint64_t orig) noexcept;
   void send_ack(uint32_t psn, uint8_t syndrome) noexcept;
+  /// Offers the held ACKs again (held_acks.h); the next retry time or 0.
+  Nanos resend_held_acks(Nanos now) noexcept;
   ResponsePath response_path() const noexcept;
   /// One response packet (ACK, READ response, atomic ACK) back to the requester.
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
@@ -328,6 +335,8 @@ class Qp {
   };
   std::unordered_map<uint64_t, DcConnection> dct_connections_;
   bool dct_loaded_ = false;
+
+  HeldAcks held_acks_;  // responder.cc
   uint64_t dct_loaded_source_ = 0;
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet

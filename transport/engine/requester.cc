@@ -106,13 +106,14 @@ void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
   transmit(peer_.av.dlid, peer_.qpn, buf, len);
 }
 
-void Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
+bool Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
   const bool sent = env_.sink->transmit(dlid, dest_qp, packet, len);
-  if (!env_.counters) return;
+  if (!env_.counters) return sent;
   PortCounters& c = env_.counters->at(attr_.port_num);
   c.xmit_packets++;
   c.xmit_bytes += len;
   if (!sent) c.xmit_discards++;
+  return sent;
 }
 
 // A READ or atomic is one request packet; its PSNs run on through the

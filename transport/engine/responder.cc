@@ -31,6 +31,18 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
   send_response(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge), psn, syndrome, nullptr, 0, 0);
 }
 
+void Qp::release_held_acks() noexcept {
+  std::lock_guard lock(mutex_);
+  resend_held_acks(now_ns());
+}
+
+Nanos Qp::resend_held_acks(Nanos now) noexcept {
+  if (held_acks_.empty()) return 0;
+  return held_acks_.offer(now, [this](uint16_t dlid, uint32_t dest_qp, const uint8_t* p, size_t n) {
+    return transmit(dlid, dest_qp, p, n);
+  });
+}
+
 ResponsePath Qp::response_path() const noexcept {
   return ResponsePath{peer_.av, attr_.port_num, static_cast<uint8_t>(transport()), peer_.qpn,
                       resp_.msn};
@@ -41,7 +53,10 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
   const size_t total =
       write_response(tx_buf_, response_path(), env_.ports->port(attr_.port_num), opcode, psn,
                      syndrome, payload, len, atomic_orig, env_.sink->wants_crcs());
-  transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total);
+  if (transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total))
+    held_acks_.delivered(peer_.av.dlid, peer_.qpn);
+  else if (opcode == static_cast<uint8_t>(wire::Opcode::kRcAcknowledge))
+    held_acks_.hold(peer_.av.dlid, peer_.qpn, tx_buf_, total, now_ns());
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <thread>
 
 namespace ibemu::link {
 
@@ -96,7 +97,6 @@ bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
   uint64_t head = hdr_->head.load(std::memory_order_acquire);
   if (tail - head >= hdr_->slot_count) {
     pthread_mutex_unlock(&hdr_->producer_lock);
-    hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   uint8_t* s = slot(tail);
@@ -149,6 +149,26 @@ void ShmRing::wait(int64_t timeout_ns, bool announce) noexcept {
 void ShmRing::wake() noexcept {
   hdr_->wake_seq.fetch_add(1, std::memory_order_seq_cst);
   futex(&hdr_->wake_seq, FUTEX_WAKE, 1, nullptr);
+}
+
+bool ShmRing::push_waiting(const uint8_t* data, size_t len, SlotKind kind,
+                           std::chrono::nanoseconds stuck) noexcept {
+  if (push(data, len, kind)) return true;
+  if (len > hdr_->slot_size - kSlotHeader) return false;
+  uint64_t consumed_to = hdr_->head.load(std::memory_order_acquire);
+  auto progress_at = std::chrono::steady_clock::now();
+  for (;;) {
+    std::this_thread::yield();
+    if (push(data, len, kind)) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (const uint64_t head = hdr_->head.load(std::memory_order_acquire); head != consumed_to) {
+      consumed_to = head;
+      progress_at = now;
+    } else if (now - progress_at >= stuck) {
+      hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  }
 }
 
 }  // namespace ibemu::link

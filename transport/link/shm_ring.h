@@ -9,6 +9,7 @@
 // it only when it said it sleeps.
 #include <pthread.h>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,7 +25,7 @@ struct RingHeader {
   alignas(64) std::atomic<uint64_t> head;  // next slot the consumer reads
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   std::atomic<uint32_t> wake_seq;  // futex word
-  std::atomic<uint64_t> dropped;   // packets refused because the ring was full
+  std::atomic<uint64_t> dropped;   // packets producers gave up on: the ring stayed full
 };
 
 /// Slot: 4-byte length, 4-byte kind, then the packet or message.
@@ -49,6 +50,12 @@ class ShmRing {
 
   /// Producer: appends one packet; false when the ring is full or len too big.
   bool push(const uint8_t* data, size_t len, SlotKind kind = SlotKind::kPacket) noexcept;
+  /// Producer: appends one packet, waiting while the ring is full and its
+  /// consumer drains it. Gives up (and counts a drop) once the consumer took
+  /// nothing for `stuck`: a consumer that is itself waiting to push into a
+  /// full ring of this producer's would otherwise never take it.
+  bool push_waiting(const uint8_t* data, size_t len, SlotKind kind,
+                    std::chrono::nanoseconds stuck) noexcept;
 
   /// Consumer: the next packet, or nullptr when empty. Call pop() after use.
   const uint8_t* peek(size_t* len, SlotKind* kind = nullptr) noexcept;
