@@ -4,10 +4,12 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 SANITIZE ?=
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms
+	kmod kernel-test install install-dkms fuzz
 
 all: build
 
@@ -49,6 +51,11 @@ install: build
 
 install-dkms: build
 	scripts/install.sh $(BUILD) --dkms
+
+# Each fuzz target (tests/fuzz) for FUZZ_SECONDS, built with clang, libFuzzer,
+# ASan and UBSan in FUZZ_BUILD.
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/bench/run_bench.py

@@ -5,13 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 
 namespace ibemu {
 
@@ -40,33 +43,52 @@ uint64_t parse_guid(const nlohmann::json& v) {
   std::string hex;
   for (char c : s)
     if (c != ':') hex += c;
-  size_t used = 0;
-  uint64_t g = std::stoull(hex, &used, 16);
-  if (used != hex.size()) throw std::runtime_error("bad GUID: " + s);
+  if (hex.rfind("0x", 0) == 0 || hex.rfind("0X", 0) == 0) hex.erase(0, 2);
+  uint64_t g = 0;
+  const char* end = hex.data() + hex.size();
+  const auto [ptr, ec] = std::from_chars(hex.data(), end, g, 16);
+  if (hex.empty() || ec != std::errc() || ptr != end)
+    throw std::runtime_error("bad GUID (up to 16 hex digits, colons allowed): " + s);
   return g;
 }
 
 template <typename T>
 void read_opt(const nlohmann::json& obj, const char* key, T* out) {
-  if (obj.contains(key)) *out = obj.at(key).get<T>();
+  if (!obj.contains(key)) return;
+  const nlohmann::json& v = obj.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // get<int>() of 1e78 or of -1 into an unsigned field is not an error to
+    // nlohmann::json but a wrong (or undefined) value: check first.
+    const bool fits =
+        v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+        : v.is_number_integer()
+            ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                  (v.get<int64_t>() < 0 ||
+                   uint64_t(v.get<int64_t>()) <= uint64_t(std::numeric_limits<T>::max()))
+            : false;
+    if (!fits)
+      throw std::runtime_error(std::string(key) + " must be an integer from " +
+                               std::to_string(std::numeric_limits<T>::min()) + " to " +
+                               std::to_string(std::numeric_limits<T>::max()));
+  }
+  *out = v.get<T>();
 }
 
 /// A misspelt key would silently keep its default: refuse it.
 void reject_unknown_keys(const nlohmann::json& obj, std::initializer_list<const char*> known,
                          const char* what) {
-  for (auto& [key, _] : obj.items())
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
       throw std::runtime_error(std::string("unknown ") + what + " key: " + key);
+  }
 }
 
 FabricConfig parse_fabric(const nlohmann::json& f) {
   if (!f.is_object()) throw std::runtime_error("fabric must be a JSON object");
-  static const char* keys[] = {"bind",      "port",     "peers",   "seed",
-                               "max_hosts", "hello_ms", "dead_ms", "datagram_bytes"};
-  for (auto& [key, _] : f.items())
-    if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) ==
-        std::end(keys))
-      throw std::runtime_error("unknown fabric config key: " + key);
+  reject_unknown_keys(
+      f, {"bind", "port", "peers", "seed", "max_hosts", "hello_ms", "dead_ms", "datagram_bytes"},
+      "fabric config");
   FabricConfig c;
   c.enabled = true;
   read_opt(f, "bind", &c.bind);
@@ -91,20 +113,24 @@ FabricConfig parse_fabric(const nlohmann::json& f) {
 
 std::vector<FaultConfig> parse_faults(const nlohmann::json& list) {
   if (!list.is_array()) throw std::runtime_error("faults must be an array");
-  static const char* keys[] = {"interface", "drop",      "duplicate", "reorder", "delay_us",
-                               "jitter_us", "rate_mbps", "seed",      "link"};
   std::vector<FaultConfig> out;
   for (const auto& f : list) {
     if (!f.is_object()) throw std::runtime_error("each fault must be a JSON object");
-    for (auto& [key, _] : f.items())
-      if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) ==
-          std::end(keys))
-        throw std::runtime_error("unknown fault config key: " + key);
+    reject_unknown_keys(f,
+                        {"interface", "drop", "duplicate", "reorder", "delay_us", "jitter_us",
+                         "rate_mbps", "seed", "link"},
+                        "fault config");
     FaultConfig c;
     const std::string where = f.value("interface", std::string());
     const auto colon = where.find(':');
     c.device = where.substr(0, colon);
-    if (colon != std::string::npos) c.port = std::stoi(where.substr(colon + 1));
+    if (colon != std::string::npos) {
+      const std::string digits = where.substr(colon + 1);
+      const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), c.port);
+      if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() ||
+          c.port < 1 || c.port > 4)
+        throw std::runtime_error("a fault's interface is DEVICE[:PORT] with PORT 1..4: " + where);
+    }
     if (c.device.empty()) throw std::runtime_error("a fault needs \"interface\": DEVICE[:PORT]");
     read_opt(f, "drop", &c.drop);
     read_opt(f, "duplicate", &c.duplicate);
@@ -182,7 +208,7 @@ Config Config::parse(const std::string& json_text) {
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
   reject_unknown_keys(j,
                       {"devices", "max_mtu", "default_pkey", "subnet_prefix", "host_id",
-                       "log_level", "fabric", "faults", "kernel"},
+                       "log_level", "fabric", "faults", "kernel", "users"},
                       "config");
   try {
     read_opt(j, "max_mtu", &cfg.max_mtu);
@@ -192,6 +218,9 @@ Config Config::parse(const std::string& json_text) {
     read_opt(j, "kernel", &cfg.kernel);
     if (cfg.kernel != "auto" && cfg.kernel != "on" && cfg.kernel != "off")
       throw std::runtime_error("kernel must be \"auto\", \"on\" or \"off\"");
+    read_opt(j, "users", &cfg.users);
+    if (cfg.users != "isolated" && cfg.users != "shared")
+      throw std::runtime_error("users must be \"isolated\" or \"shared\"");
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);
     if (j.contains("fabric")) cfg.fabric = parse_fabric(j["fabric"]);
     if (j.contains("faults")) cfg.faults = parse_faults(j["faults"]);

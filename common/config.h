@@ -59,6 +59,9 @@ struct Config {
   /// Registering the devices with ib_core through ibemu.ko's /dev/ibemu:
   /// "auto" when the module is loaded, "on" (fail without it) or "off".
   std::string kernel = "auto";
+  /// "isolated": a process reaches (resolves the inbox of) only processes of
+  /// its own user, root reaches all; "shared": any process reaches any.
+  std::string users = "isolated";
   FabricConfig fabric;
   std::vector<FaultConfig> faults;
 

@@ -78,8 +78,12 @@ std::optional<std::vector<uint8_t>> PerformanceAgent::handle(PortRef port, const
   const auto method = mad::Method(req[3]);
   const uint16_t attr = mad::load_be16(req + 16);
   const uint8_t port_select = uint8_t(mad::get_field(data, kPortSelect));
-  const bool port_ok = port_select == kAllPorts ||
-                       (port_select >= 1 && port_select <= config_.devices[port.device].ports);
+  // The emulated switch (and any node not among this daemon's CAs) counts
+  // nothing: it has ClassPortInfo but no PortCounters.
+  const bool counts = port.device >= 0 && size_t(port.device) < config_.devices.size();
+  const bool port_ok =
+      counts && (port_select == kAllPorts ||
+                 (port_select >= 1 && port_select <= config_.devices[port.device].ports));
   auto fail = [&](mad::MadStatus s) {
     mad::store_be16(resp.data() + 4, uint16_t(s));
     return resp;
@@ -96,7 +100,7 @@ std::optional<std::vector<uint8_t>> PerformanceAgent::handle(PortRef port, const
     data[7] = 18;  // RespTimeValue
     return resp;
   }
-  if (attr != kPortCounters && attr != kPortCountersExtended)
+  if ((attr != kPortCounters && attr != kPortCountersExtended) || !counts)
     return fail(mad::MadStatus::kUnsupportedMethodAttr);
   if (!port_ok) return fail(mad::MadStatus::kInvalidField);
   // A Set clears the counters its CounterSelect names; here all or none.

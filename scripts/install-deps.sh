@@ -7,7 +7,8 @@ PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs opensm
   python3-pytest iproute2 procps tshark
-  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static dkms"
+  qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static dkms
+  clang libclang-rt-14-dev"
 missing=""
 for p in $PACKAGES; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

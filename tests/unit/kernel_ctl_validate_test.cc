@@ -6,30 +6,15 @@
 
 #include "emulator-daemon/kernel_messages.h"
 #include "kernel/ibemu_ctl_validate.h"
+#include "tests/unit/kernel_ctl_samples.h"
 
 namespace ibemu {
 namespace {
 
-ibemu_ctl_add_device valid_device() {
-  auto m = kernel_message<ibemu_ctl_add_device>(IBEMU_CTL_ADD_DEVICE);
-  m.abi_version = IBEMU_CTL_ABI_VERSION;
-  m.num_ports = 2;
-  std::strcpy(m.name, "ibemu0");
-  std::strcpy(m.node_desc, "host ibemu0");
-  m.max_cqe = 1024;
-  m.max_sge = 16;
-  return m;
-}
-
-ibemu_ctl_set_port valid_port() {
-  auto m = kernel_message<ibemu_ctl_set_port>(IBEMU_CTL_SET_PORT);
-  m.port = 1;
-  m.state = 4;
-  m.phys_state = 5;
-  m.max_mtu = 5;
-  m.active_mtu = 5;
-  return m;
-}
+using testing::valid_device;
+using testing::valid_mad_in;
+using testing::valid_mad_reply;
+using testing::valid_port;
 
 template <typename Msg>
 int validate(const Msg& m) {
@@ -39,13 +24,8 @@ int validate(const Msg& m) {
 TEST(KernelControlValidate, AcceptsWellFormedMessages) {
   EXPECT_EQ(validate(valid_device()), 0);
   EXPECT_EQ(validate(valid_port()), 0);
-  auto mad = kernel_message<ibemu_ctl_mad_in>(IBEMU_CTL_MAD_IN);
-  mad.port = 1;
-  EXPECT_EQ(validate(mad), 0);
-  auto reply = kernel_message<ibemu_ctl_process_mad_reply>(IBEMU_CTL_PROCESS_MAD_REPLY);
-  reply.hdr.seq = 7;
-  reply.result = IBEMU_CTL_MAD_REPLY;
-  EXPECT_EQ(validate(reply), 0);
+  EXPECT_EQ(validate(valid_mad_in()), 0);
+  EXPECT_EQ(validate(valid_mad_reply()), 0);
 }
 
 TEST(KernelControlValidate, RefusesLengthsThatDisagree) {

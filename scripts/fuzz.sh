@@ -1,0 +1,52 @@
+#!/bin/sh
+# make fuzz: builds the fuzz targets (tests/fuzz) with clang, libFuzzer,
+# AddressSanitizer and UndefinedBehaviorSanitizer in BUILD, and runs each for
+# SECONDS over its committed corpus and regression inputs. New inputs the
+# fuzzer finds go to BUILD/fuzz-corpus/TARGET (the committed corpus is not
+# touched); an input that crashes a target is saved in BUILD/fuzz-crashes.
+# Usage: scripts/fuzz.sh BUILD SECONDS [TARGET...]
+set -eu
+cd "$(dirname "$0")/.."
+build=${1:-build-fuzz}
+seconds=${2:-60}
+shift 2 2>/dev/null || shift $#
+targets=${*:-packet mad control config kernel_ctl}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBEMU_FUZZ=ON -DIBEMU_SANITIZE=address,undefined >/dev/null
+fi
+for t in $targets; do
+  cmake --build "$build" -j"$(nproc)" --target "fuzz_$t" >/dev/null
+done
+
+rm -rf "$build/fuzz-crashes"
+mkdir -p "$build/fuzz-crashes"
+# Undefined behaviour is a finding: stop with a stack.
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+summary="$build/fuzz-summary.txt"
+: >"$summary"
+failed=""
+for t in $targets; do
+  work="$build/fuzz-corpus/$t"
+  log="$build/fuzz-$t.log"
+  mkdir -p "$work"
+  echo "== fuzz_$t: $seconds s"
+  rc=0
+  "$build/bin/fuzz_$t" -max_total_time="$seconds" \
+    -print_final_stats=1 -rss_limit_mb=4096 -artifact_prefix="$build/fuzz-crashes/$t-" \
+    "$work" "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ]; then
+    failed="$failed $t"
+    grep -E "ERROR|runtime error|Test unit written|SUMMARY" "$log" | head -20 || true
+    echo "fuzz_$t FAILED after ${execs:-?} executions (log: $log)" | tee -a "$summary"
+  else
+    echo "fuzz_$t: ${execs:-?} executions in $seconds s, no failure" | tee -a "$summary"
+  fi
+done
+if [ -n "$failed" ]; then
+  echo "fuzz: failing targets:$failed. Each input in $build/fuzz-crashes reproduces with"
+  echo "  $build/bin/fuzz_TARGET FILE; once fixed, commit it to tests/fuzz/regressions/TARGET."
+  exit 1
+fi

@@ -1,0 +1,65 @@
+// ibemud's config file: every mistake is a std::runtime_error that names it.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "common/config.h"
+
+namespace ibemu {
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    Config::parse(text);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, GivenGuidsInEveryAcceptedSpellingExpectTheSameValue) {
+  for (const char* guid : {"\"0x0002c90300000201\"", "\"0002:c903:0000:0201\"",
+                           "\"0002c90300000201\"", "783964675506689"}) {
+    const Config c = Config::parse(std::string(R"({"devices": [{"name": "ibemu0", "node_guid": )") +
+                                   guid + "}]}");
+    EXPECT_EQ(c.devices.at(0).node_guid, 0x0002c90300000201ull) << guid;
+  }
+}
+
+TEST(Config, GivenAGuidThatIsNotHexOrTooLongExpectAClearError) {
+  for (const char* guid :
+       {"Wxfe80000000000000", "", "0x", "-1", "0x10000000000000000", "fe80 00"}) {
+    const std::string err = error_of(std::string(R"({"subnet_prefix": ")") + guid + "\"}");
+    EXPECT_NE(err.find("bad GUID"), std::string::npos) << guid << ": " << err;
+  }
+}
+
+TEST(Config, GivenAFaultOnAPortThatCannotExistExpectAClearError) {
+  for (const char* where : {"ibemu0:x", "ibemu0:", "ibemu0:0", "ibemu0:9", "ibemu0:99999999999"}) {
+    const std::string err =
+        error_of(std::string(R"({"faults": [{"interface": ")") + where + R"(", "drop": 1}]})");
+    EXPECT_NE(err.find("DEVICE[:PORT]"), std::string::npos) << where << ": " << err;
+  }
+  EXPECT_EQ(
+      Config::parse(R"({"faults": [{"interface": "ibemu1:2", "drop": 1}]})").faults.at(0).port, 2);
+}
+
+TEST(Config, GivenANumberOutsideItsFieldExpectAClearError) {
+  for (const char* cfg : {R"({"devices": [{"name": "ibemu1", "ports": 1e78}]})",
+                          R"({"devices": [{"name": "ibemu1", "ports": 2.5}]})",
+                          R"({"devices": [{"name": "ibemu1", "vendor_id": -1}]})",
+                          R"({"host_id": 99999999999999})", R"({"default_pkey": 65536})"}) {
+    EXPECT_NE(error_of(cfg).find("must be an integer from"), std::string::npos)
+        << cfg << ": " << error_of(cfg);
+  }
+}
+
+TEST(Config, GivenTheUsersModeExpectIsolatedByDefaultAndOnlyTheTwoWords) {
+  EXPECT_EQ(Config::parse("{}").users, "isolated");
+  EXPECT_EQ(Config::parse(R"({"users": "shared"})").users, "shared");
+  EXPECT_NE(error_of(R"({"users": "everyone"})").find("users must be"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ibemu
