@@ -117,11 +117,17 @@ void ControlServer::do_accept() {
         if (fd >= 0) {
           ucred cred{};
           socklen_t len = sizeof(cred);
-          getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-          SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
-          auto session = std::make_shared<Session>(*this, fd, info);
-          sessions_[info.id] = session;
-          session->start();
+          if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) {
+            // Whom every permission check is about: no credentials, no session.
+            log_warn("control socket: a client without credentials was refused: {}",
+                     std::strerror(errno));
+            ::close(fd);
+          } else {
+            SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
+            auto session = std::make_shared<Session>(*this, fd, info);
+            sessions_[info.id] = session;
+            session->start();
+          }
         }
         do_accept();
       });

@@ -155,12 +155,12 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "close_context") return do_close_context(s, req);
     if (op == "create_qp") return do_create_qp(s, req);
     if (op == "destroy_qp") return do_destroy_qp(s, req);
-    if (op == "resolve") return do_resolve(req, fds_out);
+    if (op == "resolve") return do_resolve(s, req, fds_out);
     if (op == "mcast_attach") return do_mcast(s, req, true);
     if (op == "mcast_detach") return do_mcast(s, req, false);
     if (op == "resolve_mcast") return do_resolve_mcast(s, req, fds_out);
     if (op == "resolve_srq" || op == "resolve_qp" || op == "resolve_session")
-      return do_resolve_owner(op, req, fds_out);
+      return do_resolve_owner(s, op, req, fds_out);
     if (op == "open_xrcd") return do_open_xrcd(s, req);
     if (op == "close_xrcd") return do_close_xrcd(s, req);
     if (op == "alloc_srqn") return do_srqn(s, req, true);
@@ -216,7 +216,7 @@ int Daemon::device_index(const Json& v) const {
 
 Json Daemon::do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
   s.role = req.value("role", "unknown");
-  clients_[s.id];
+  client_of(s);
   Json reply = ok_reply();
   reply["daemon_epoch"] = state_page_.epoch();
   reply["session"] = s.id;
@@ -227,6 +227,29 @@ Json Daemon::do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out
   }
   return reply;
 }
+
+Daemon::Client& Daemon::client_of(const SessionInfo& s) {
+  auto [it, made] = clients_.try_emplace(s.id);
+  if (made) it->second.uid = s.uid;
+  return it->second;
+}
+
+// A process with another's inbox can read the packets others send it and
+// write into its ring: on a daemon that several users share (kernel mode),
+// only a user's own processes, and root, get it.
+bool Daemon::may_reach(const SessionInfo& asker, SessionId owner) const {
+  if (config_.users == "shared" || asker.uid == 0) return true;
+  auto it = clients_.find(owner);
+  return it != clients_.end() && it->second.uid == asker.uid;
+}
+
+namespace {
+Json other_user_reply(const std::string& what) {
+  return error_reply(EACCES, what +
+                                 " belongs to another user's process (the daemon's config "
+                                 "\"users\": \"shared\" lets users reach each other)");
+}
+}  // namespace
 
 Json Daemon::do_devices() {
   Json devs = Json::array();
@@ -322,7 +345,7 @@ Json Daemon::do_status() {
 
 Json Daemon::do_register_inbox(SessionInfo& s, std::vector<int>& fds_in) {
   if (fds_in.size() != 1) return error_reply(EINVAL, "register_inbox needs one memfd");
-  Client& c = clients_[s.id];
+  Client& c = client_of(s);
   if (c.inbox_fd >= 0) close(c.inbox_fd);
   c.inbox_fd = fds_in[0];
   fds_in.clear();
@@ -341,7 +364,7 @@ Json Daemon::do_open_context(SessionInfo& s, const Json& req, std::vector<int>& 
     }
     fds_in.clear();
   }
-  Client& c = clients_[s.id];
+  Client& c = client_of(s);
   ++c.contexts;
   const uint64_t id = counters_.add(d, std::move(page));
   c.counter_ids.push_back(id);
@@ -352,7 +375,7 @@ Json Daemon::do_open_context(SessionInfo& s, const Json& req, std::vector<int>& 
 
 Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
   if (device_index(req.at("device")) < 0) return error_reply(ENODEV, "no such device");
-  Client& c = clients_[s.id];
+  Client& c = client_of(s);
   c.contexts = std::max(0, c.contexts - 1);
   const uint64_t id = req.value("context", uint64_t{0});
   auto it = std::find(c.counter_ids.begin(), c.counter_ids.end(), id);
@@ -366,7 +389,7 @@ Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
 Json Daemon::do_create_qp(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  if (clients_[s.id].inbox_fd < 0) return error_reply(EINVAL, "register an inbox first");
+  if (client_of(s).inbox_fd < 0) return error_reply(EINVAL, "register an inbox first");
   auto qpn = qps_.allocate(d, s.id);
   if (!qpn) return error_reply(ENOMEM, "no free QP number");
   Json reply = ok_reply();
@@ -386,7 +409,7 @@ Json Daemon::do_destroy_qp(SessionInfo& s, const Json& req) {
 // emulated switch forwards by LID), the QPN the process; the reply carries that
 // process's inbox ring. Unknown destinations are ENOENT and the sender drops,
 // as a real fabric silently drops packets for a QP that does not exist.
-Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
+Json Daemon::do_resolve(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
   uint16_t dlid = req.at("dlid").get<uint16_t>();
   uint32_t qpn = req.at("qpn").get<uint32_t>();
   auto port = subnet_.port_by_lid(dlid);
@@ -405,6 +428,7 @@ Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
   if (!owner) return error_reply(ENOENT, "no such QP");
   auto it = clients_.find(*owner);
   if (it == clients_.end() || it->second.inbox_fd < 0) return error_reply(ENOENT, "no inbox");
+  if (!may_reach(s, *owner)) return other_user_reply("that QP");
   Json reply = ok_reply();
   reply["owner"] = *owner;
   reply["device"] = port->device;
@@ -421,7 +445,8 @@ Json Daemon::do_resolve(const Json& req, std::vector<int>& fds_out) {
 // that owns an XRC SRQ (requests an XRC receive QP elsewhere forwards), a QP
 // (ibv_open_qp handles) or that is a session (answers). As `resolve`, with
 // the owner's session id.
-Json Daemon::do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out) {
+Json Daemon::do_resolve_owner(SessionInfo& s, const std::string& op, const Json& req,
+                              std::vector<int>& fds_out) {
   std::optional<SessionId> owner;
   if (op == "resolve_session") {
     owner = req.at("session").get<SessionId>();
@@ -433,6 +458,7 @@ Json Daemon::do_resolve_owner(const std::string& op, const Json& req, std::vecto
   }
   auto it = owner ? clients_.find(*owner) : clients_.end();
   if (it == clients_.end() || it->second.inbox_fd < 0) return error_reply(ENOENT, "no such owner");
+  if (!may_reach(s, *owner)) return other_user_reply("that " + op.substr(op.find('_') + 1));
   Json reply = ok_reply();
   reply["owner"] = *owner;
   if (req.value("want_fd", true)) {
@@ -479,7 +505,7 @@ Json Daemon::do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>&
   }
   for (SessionId member : mcast_.sessions(mlid)) {
     auto it = clients_.find(member);
-    if (it == clients_.end() || it->second.inbox_fd < 0) continue;
+    if (it == clients_.end() || it->second.inbox_fd < 0 || !may_reach(s, member)) continue;
     int fd = dup(it->second.inbox_fd);
     if (fd < 0) break;
     fds_out.push_back(fd);
@@ -537,7 +563,7 @@ Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   for (const auto& [id, other] : clients_)
     if (id != s.id && other.sm_port == std::optional<PortRef>(PortRef{d, p}))
       return error_reply(EBUSY, "another subnet manager is attached to that port");
-  Client& c = clients_[s.id];
+  Client& c = client_of(s);
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   c.sm_port = PortRef{d, p};
   subnet_.set_is_sm(*c.sm_port, true);

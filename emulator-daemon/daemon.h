@@ -55,6 +55,7 @@ class Daemon : public RequestHandler {
     int contexts = 0;
     std::vector<uint64_t> counter_ids;  // its contexts' counter pages
     std::optional<PortRef> sm_port;
+    unsigned uid = 0;  // the process's user (SO_PEERCRED)
   };
 
   Json do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
@@ -65,13 +66,18 @@ class Daemon : public RequestHandler {
   Json do_close_context(SessionInfo& s, const Json& req);
   Json do_create_qp(SessionInfo& s, const Json& req);
   Json do_destroy_qp(SessionInfo& s, const Json& req);
-  Json do_resolve(const Json& req, std::vector<int>& fds_out);
+  Json do_resolve(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
   Json do_mcast(SessionInfo& s, const Json& req, bool attach);
   Json do_open_xrcd(SessionInfo& s, const Json& req);
   Json do_close_xrcd(SessionInfo& s, const Json& req);
   Json do_srqn(SessionInfo& s, const Json& req, bool allocate);
   Json do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
-  Json do_resolve_owner(const std::string& op, const Json& req, std::vector<int>& fds_out);
+  Json do_resolve_owner(SessionInfo& s, const std::string& op, const Json& req,
+                        std::vector<int>& fds_out);
+  /// Whether `asker` may have the inbox of session `owner` (Config::users).
+  bool may_reach(const SessionInfo& asker, SessionId owner) const;
+  /// The session's client record, made with its user on first use.
+  Client& client_of(const SessionInfo& s);
   Json do_sm_attach(SessionInfo& s, const Json& req);
   Json do_sm_info(SessionInfo& s, const Json& req);
   Json do_smp(SessionInfo& s, const Json& req);

@@ -1,8 +1,12 @@
 """ibemud's control socket takes bad input from any local process: it answers
 with an error and keeps serving everyone else."""
+import errno
 import json
+import os
 import random
 import socket
+
+import pytest
 
 
 def connect(fabric):
@@ -67,3 +71,89 @@ def test_a_client_that_vanishes_mid_request_does_not_hurt(fabric):
         s.send(json.dumps({"op": "hello", "role": "provider"}).encode())
         s.close()
     assert fabric.status()["pid"] > 0
+
+
+def _shared_daemon(tmp_name, users):
+    """A daemon as root whose socket every user may open, as in kernel mode,
+    with the given "users" setting. Returns (fabric, base dir)."""
+    import tempfile
+    from pathlib import Path
+    from conftest import Fabric
+    base = Path(tempfile.mkdtemp(prefix=tmp_name))  # pytest's tmp is root-only
+    os.chmod(base, 0o755)
+    config = base / "config.json"
+    config.write_text(json.dumps({"users": users}))
+    f = Fabric(base / "rt")
+    f.ibemu("up", "--config", str(config))
+    os.chmod(f.runtime_dir, 0o755)
+    os.chmod(f.runtime_dir / "ibemud.sock", 0o666)
+    return f, base
+
+
+def _root_qp(fabric):
+    """A session of root's that owns a QP on ibemu0; returns (socket, qpn)."""
+    s = connect(fabric)
+    assert request(s, {"op": "hello", "role": "provider", "pid": os.getpid()})["ok"]
+    inbox = os.memfd_create("inbox")
+    os.ftruncate(inbox, 4096)
+    socket.send_fds(s, [json.dumps({"op": "register_inbox"}).encode()], [inbox])
+    assert json.loads(s.recv(1 << 20))["ok"]
+    os.close(inbox)
+    reply = request(s, {"op": "create_qp", "device": 0})
+    assert reply["ok"], reply
+    return s, reply["qpn"]
+
+
+def _as_nobody(fabric, requests):
+    """The replies a process of user nobody gets to `requests`."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            s = connect(fabric)
+            replies = [request(s, r) for r in requests]
+            os.write(write, json.dumps(replies).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 16):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.mark.parametrize("users", ["isolated", "shared"])
+def test_another_users_process_reaches_a_qp_only_when_the_daemon_shares(users):
+    """A daemon that several users share (kernel mode) hands a process the
+    inbox ring of another user's only with "users": "shared": with the ring
+    it could read what others send there and write into it."""
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("needs root to play two users")
+    f, base = _shared_daemon("ibemu-users-", users)
+    try:
+        s, qpn = _root_qp(f)
+        lid = f.status()["devices"][0]["port_info"][0]["lid"]
+        asks = [{"op": "hello", "role": "provider"},
+                {"op": "resolve", "dlid": lid, "qpn": qpn, "want_fd": False},
+                {"op": "resolve_qp", "device": 0, "qpn": qpn, "want_fd": False}]
+        replies = _as_nobody(f, asks)
+        assert replies[0]["ok"]
+        for reply in replies[1:]:
+            if users == "shared":
+                assert reply["ok"], reply
+            else:
+                assert not reply["ok"] and reply["errno"] == errno.EACCES, reply
+                assert "another user" in reply["error"]
+        # root reaches everyone's, and the owner its own.
+        assert request(s, asks[1])["ok"]
+        s.close()
+    finally:
+        f.down()
+        shutil.rmtree(base, ignore_errors=True)

@@ -13,7 +13,7 @@ uint32_t MrTable::alloc_window(uint32_t pd, uint8_t type) {
   std::unique_lock lock(mutex_);
   const uint32_t index = unused_index();
   MemoryWindow mw;
-  mw.rkey = index << 8 | (rng_() & 0xff);
+  mw.rkey = index << 8 | (random_bits() & 0xff);
   mw.pd = pd;
   mw.type = type;
   windows_[index] = mw;

@@ -1,5 +1,7 @@
 #include "transport/engine/mr_table.h"
 
+#include <sys/random.h>
+
 #include <cerrno>
 #include <mutex>
 
@@ -8,9 +10,16 @@ namespace ibemu::engine {
 uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                       std::shared_ptr<DeviceMemory> device) {
   std::unique_lock lock(mutex_);
-  const uint32_t key = unused_index() << 8 | (rng_() & 0xff);
+  const uint32_t key = unused_index() << 8 | (random_bits() & 0xff);
   regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
   return key;
+}
+
+uint32_t MrTable::random_bits() noexcept {
+  uint32_t v = 0;
+  while (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) {
+  }
+  return v;
 }
 
 // Random indices: a peer cannot derive one key from another. Regions and
@@ -19,7 +28,7 @@ uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length
 uint32_t MrTable::unused_index() {
   uint32_t index;
   do {
-    index = rng_() >> 8;
+    index = random_bits() >> 8;
   } while (index == 0 || indices_.count(index));
   indices_.insert(index);
   return index;

@@ -110,7 +110,10 @@ class MrTable {
   std::unordered_map<uint32_t, MemoryRegion> regions_;  // by key
   std::unordered_map<uint32_t, MemoryWindow> windows_;  // by index (rkey >> 8)
   std::unordered_set<uint32_t> indices_;                // key >> 8 of every key handed out
-  std::mt19937 rng_{std::random_device{}()};
+  /// Key bits from the kernel's CSPRNG: a peer that saw some keys of a
+  /// process learns nothing of its others (a seeded PRNG's state can be
+  /// recovered from its outputs).
+  static uint32_t random_bits() noexcept;
 };
 
 /// Copies between an SGE list and a flat buffer, checking each SGE's lkey.
