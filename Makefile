@@ -6,10 +6,13 @@ JOBS ?= $(shell nproc)
 SANITIZE ?=
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+SOAK_PAIRS ?= 4
+SOAK_QPS ?= 8
+SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms fuzz
+	kmod kernel-test install install-dkms fuzz soak
 
 all: build
 
@@ -56,6 +59,12 @@ install-dkms: build
 # ASan and UBSan in FUZZ_BUILD.
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# SOAK_PAIRS x 2 processes, SOAK_QPS RC QPs each, SOAK_SECONDS of checked
+# traffic through faulty links (tests/soak).
+soak: build
+	tests/soak/run_soak.py --build $(BUILD) --pairs $(SOAK_PAIRS) --qps $(SOAK_QPS) \
+		--seconds $(SOAK_SECONDS)
 
 bench: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/bench/run_bench.py
