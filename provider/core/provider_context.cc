@@ -234,9 +234,12 @@ void ProviderContext::watch_device() noexcept {
   if (!daemon_lost_) {
     pollfd pfd{daemon_.fd(), 0, 0};
     if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR))) {
-      // The emulated HCA is gone with its daemon, as when firmware dies.
+      // The emulated HCA is gone with its daemon, as when firmware dies:
+      // nothing more completes on its own, so every outstanding WR is
+      // flushed now rather than left for the program to wait on.
       daemon_lost_ = true;
       post_async_event(0, IBV_EVENT_DEVICE_FATAL);
+      engine_->device_fatal();
     }
   }
   if (kernel_async_fd_ >= 0) {

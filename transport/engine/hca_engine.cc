@@ -161,15 +161,22 @@ uint8_t HcaEngine::port_for_dlid(uint16_t dlid) const noexcept {
   return 0;
 }
 
-Nanos HcaEngine::run_timers(Nanos now) noexcept {
+// A snapshot: QPs are called without qps_mutex_ held.
+std::vector<std::shared_ptr<Qp>> HcaEngine::all_qps() const {
+  std::shared_lock lock(qps_mutex_);
   std::vector<std::shared_ptr<Qp>> qps;
-  {
-    std::shared_lock lock(qps_mutex_);
-    qps.reserve(qps_.size());
-    for (auto& [n, qp] : qps_) qps.push_back(qp);
-  }
+  qps.reserve(qps_.size());
+  for (auto& [n, qp] : qps_) qps.push_back(qp);
+  return qps;
+}
+
+void HcaEngine::device_fatal() noexcept {
+  for (auto& qp : all_qps()) qp->device_fatal();
+}
+
+Nanos HcaEngine::run_timers(Nanos now) noexcept {
   Nanos next = 0;
-  for (auto& qp : qps) {
+  for (auto& qp : all_qps()) {
     Nanos d = qp->on_timer(now);
     if (d && (!next || d < next)) next = d;
   }

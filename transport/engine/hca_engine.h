@@ -49,6 +49,9 @@ class HcaEngine {
   bool receive_message(const uint8_t* data, size_t len) noexcept;
   /// Progress thread: runs timers; returns the earliest next deadline or 0.
   Nanos run_timers(Nanos now) noexcept;
+  /// The HCA is gone (its daemon died): every QP to the error state, its
+  /// outstanding WRs flushed (Qp::device_fatal).
+  void device_fatal() noexcept;
 
   /// Whether the link verifies ICRC/VCRC of received packets.
   void set_verify_crcs(bool v) { verify_crcs_ = v; }
@@ -59,6 +62,7 @@ class HcaEngine {
 
  private:
   void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
+  std::vector<std::shared_ptr<Qp>> all_qps() const;
   /// The port that answers to `dlid`, or 0.
   uint8_t port_for_dlid(uint16_t dlid) const noexcept;
   // xrc_srq_host.cc: requests that XRC receive QPs of other contexts

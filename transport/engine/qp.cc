@@ -379,6 +379,11 @@ void Qp::check_sq_drained() noexcept {
   if (env_.on_event) env_.on_event(init_.qpn, QpEvent::kSqDrained);
 }
 
+void Qp::device_fatal() noexcept {
+  std::lock_guard lock(mutex_);
+  enter_error();
+}
+
 void Qp::enter_error() noexcept {
   if (attr_.qp_state == QpState::kErr) return;
   xrc_abandon();

@@ -114,6 +114,10 @@ class Qp {
   /// The QP is being destroyed: a last offer of the acknowledgements the
   /// link held back (held_acks.h).
   void release_held_acks() noexcept;
+  /// The HCA failed (its daemon died): the QP enters the error state and
+  /// every outstanding WR completes with a flush error, as a hardware
+  /// driver's reset flow completes them.
+  void device_fatal() noexcept;
   /// XRC receive QPs: the verdict on a request this QP forwarded to the
   /// context that owns its SRQ (xrc_forwarding.cc).
   void receive_verdict(const XrcVerdict& v) noexcept;
