@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,11 +85,32 @@ void reject_unknown_keys(const nlohmann::json& obj, std::initializer_list<const 
   }
 }
 
+/// The shared secret of the hosts' datagrams: the bytes of a regular file
+/// (at most 4 KiB) without a final newline, at least 16 of them.
+std::string read_secret(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("fabric.secret_file: " + path +
+                             " must be a readable regular file of at most 4 KiB");
+  }
+  std::string secret(size_t(st.st_size), '\0');
+  const ssize_t n = read(fd, secret.data(), secret.size());
+  close(fd);
+  secret.resize(n > 0 ? size_t(n) : 0);
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.size() < 16)
+    throw std::runtime_error("fabric.secret_file: " + path + " holds fewer than 16 bytes");
+  return secret;
+}
+
 FabricConfig parse_fabric(const nlohmann::json& f) {
   if (!f.is_object()) throw std::runtime_error("fabric must be a JSON object");
-  reject_unknown_keys(
-      f, {"bind", "port", "peers", "seed", "max_hosts", "hello_ms", "dead_ms", "datagram_bytes"},
-      "fabric config");
+  reject_unknown_keys(f,
+                      {"bind", "port", "peers", "seed", "max_hosts", "hello_ms", "dead_ms",
+                       "datagram_bytes", "secret_file"},
+                      "fabric config");
   FabricConfig c;
   c.enabled = true;
   read_opt(f, "bind", &c.bind);
@@ -108,6 +130,7 @@ FabricConfig parse_fabric(const nlohmann::json& f) {
   if (c.datagram_bytes < 4200 || c.datagram_bytes > 65000)
     throw std::runtime_error("fabric.datagram_bytes must be 4200..65000");
   if (c.port == 0) throw std::runtime_error("fabric.port must not be 0");
+  if (f.contains("secret_file")) c.secret = read_secret(f.at("secret_file").get<std::string>());
   return c;
 }
 

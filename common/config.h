@@ -37,6 +37,7 @@ struct FabricConfig {
   int hello_ms = 100;              // how often each peer is told we are alive
   int dead_ms = 1000;              // a peer silent this long is down: its link goes Down
   int datagram_bytes = 16384;      // packets share a datagram up to this size
+  std::string secret;              // from secret_file: datagrams are authenticated (HMAC)
 };
 
 /// Faults a port's link has from the start (`ibemu fault set` / `link`).

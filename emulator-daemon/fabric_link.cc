@@ -84,6 +84,7 @@ FabricLink::FabricLink(boost::asio::io_context& io, const FabricConfig& cfg, uin
       accept_joins_(!cfg.seed.empty()),
       peers_(std::make_unique<Peer[]>(size_t(cfg.max_hosts - 1))),
       routes_(std::make_unique<std::atomic<int8_t>[]>(kRoutes)),
+      auth_(cfg.secret),
       hello_timer_(io) {
   for (size_t i = 0; i < kRoutes; ++i) routes_[i] = -1;
 }
@@ -176,6 +177,14 @@ void FabricLink::send_management(int uplink, const std::vector<uint8_t>& packet)
 }
 
 bool FabricLink::send_to(Peer& p, const uint8_t* data, size_t len) {
+  // Signed (datagram_auth.h) when the hosts share a secret. The hello timer
+  // and the send thread both come here: each thread signs into its own buffer.
+  thread_local std::vector<uint8_t> signed_copy;
+  if (auth_.enabled()) {
+    signed_copy.resize(len + fabric::kAuthTrailer);
+    len = auth_.sign(data, len, signed_copy.data());
+    data = signed_copy.data();
+  }
   // A full socket buffer or an unreachable neighbour loses the datagram, as
   // a congested or broken network would; it is counted.
   if (sendto(fd_, data, len, 0, reinterpret_cast<const sockaddr*>(&p.addr), sizeof p.addr) >= 0)
@@ -286,8 +295,9 @@ void FabricLink::on_hello(const sockaddr_in& from, const std::string& text) {
 
 void FabricLink::send_loop() {
   const int n_slots = cfg_.max_hosts - 1;
-  std::vector<fabric::PacketBatch> batches(size_t(n_slots),
-                                           fabric::PacketBatch(size_t(cfg_.datagram_bytes)));
+  // The authentication trailer must fit in datagram_bytes too.
+  const size_t limit = size_t(cfg_.datagram_bytes) - (auth_.enabled() ? fabric::kAuthTrailer : 0);
+  std::vector<fabric::PacketBatch> batches(size_t(n_slots), fabric::PacketBatch{limit});
   auto flush = [&](int u) {
     fabric::PacketBatch& b = batches[size_t(u)];
     if (b.empty()) return;
@@ -384,10 +394,16 @@ void FabricLink::receive_loop() {
     }
     for (int i = 0; i < n; ++i) {
       const uint8_t* data = buffers.data() + size_t(i) * kMaxDatagram;
-      const size_t len = msgs[i].msg_len;
+      size_t len = msgs[i].msg_len;
       const auto kind = fabric::datagram_kind(data, len);
       if (!kind) {
         ++malformed_;
+        continue;
+      }
+      // Before anything else believes it, hellos included: a stranger with
+      // a peer's address, or a replay, gets nowhere.
+      if (!auth_.verify(data, &len, addr_key(from[i]))) {
+        ++unauthenticated_drops_;
         continue;
       }
       // Any datagram from a peer says it is alive, a hello as much as packets.
@@ -453,6 +469,8 @@ nlohmann::json FabricLink::describe() const {
           {"dead_ms", cfg_.dead_ms},
           {"peers", peers},
           {"unknown_source_drops", unknown_source_drops_.load()},
+          {"authenticated", auth_.enabled()},
+          {"unauthenticated_drops", unauthenticated_drops_.load()},
           {"malformed", malformed_.load()}};
 }
 

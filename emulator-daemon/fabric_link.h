@@ -32,6 +32,7 @@
 
 #include "common/config.h"
 #include "emulator-daemon/asio.h"
+#include "emulator-daemon/datagram_auth.h"
 #include "transport/link/shm_ring.h"
 
 namespace ibemu {
@@ -118,7 +119,9 @@ class FabricLink {
   std::map<uint64_t, int> by_addr_;
   std::unique_ptr<std::atomic<int8_t>[]> routes_;  // by DLID
 
+  fabric::DatagramAuth auth_;  // fabric.secret_file
   std::atomic<uint64_t> unknown_source_drops_{0};
+  std::atomic<uint64_t> unauthenticated_drops_{0};
   std::atomic<uint64_t> malformed_{0};
   // When the receive thread last found its socket empty: everything that had
   // arrived by then was heard. A peer's silence is measured up to there.

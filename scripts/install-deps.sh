@@ -3,7 +3,7 @@
 # already installed. Idempotent; needs root (or sudo) only when something is missing.
 set -eu
 PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
-  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
+  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev libssl-dev
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs opensm
   python3-pytest iproute2 procps tshark

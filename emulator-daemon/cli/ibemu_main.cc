@@ -231,9 +231,12 @@ int cmd_down(const Options& o) {
 void print_fabric(const Json& f) {
   if (f.is_null()) return;
   std::cout << fmt::format(
-      "fabric: UDP {}{}  dropped from strangers {}  malformed {}\n", f["listen"].get<std::string>(),
+      "fabric: UDP {}{}{}  dropped from strangers {}  unauthenticated {}  malformed {}\n",
+      f["listen"].get<std::string>(),
       f["seed"].get<std::string>().empty() ? "" : "  seed " + f["seed"].get<std::string>(),
-      f["unknown_source_drops"].get<uint64_t>(), f["malformed"].get<uint64_t>());
+      f.value("authenticated", false) ? "  authenticated (HMAC-SHA256)" : "",
+      f["unknown_source_drops"].get<uint64_t>(), f.value("unauthenticated_drops", uint64_t{0}),
+      f["malformed"].get<uint64_t>());
   for (const Json& p : f["peers"])
     std::cout << fmt::format(
         "  peer {:<21} {:<6} switch port {:<3} switch {}  out {} packets in {} datagrams"

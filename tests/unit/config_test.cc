@@ -1,6 +1,9 @@
 // ibemud's config file: every mistake is a std::runtime_error that names it.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +56,23 @@ TEST(Config, GivenANumberOutsideItsFieldExpectAClearError) {
     EXPECT_NE(error_of(cfg).find("must be an integer from"), std::string::npos)
         << cfg << ": " << error_of(cfg);
   }
+}
+
+TEST(Config, GivenASecretFileExpectItsBytesAndClearErrorsForWhatCannotBeOne) {
+  char dir[] = "/tmp/ibemu-config-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string good = std::string(dir) + "/good", shorter = std::string(dir) + "/short";
+  std::ofstream(good) << "sixteen or more bytes\n";
+  std::ofstream(shorter) << "too short\n";
+  auto with = [](const std::string& path) {
+    return R"({"fabric": {"peers": ["10.0.0.2"], "secret_file": ")" + path + "\"}}";
+  };
+  EXPECT_EQ(Config::parse(with(good)).fabric.secret, "sixteen or more bytes");
+  EXPECT_NE(error_of(with(shorter)).find("fewer than 16 bytes"), std::string::npos);
+  for (const std::string& bad :
+       {std::string(dir) + "/missing", std::string(dir), std::string("/dev/zero")})
+    EXPECT_NE(error_of(with(bad)).find("regular file"), std::string::npos) << bad;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Config, GivenTheUsersModeExpectIsolatedByDefaultAndOnlyTheTwoWords) {
