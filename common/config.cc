@@ -231,7 +231,7 @@ Config Config::parse(const std::string& json_text) {
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
   reject_unknown_keys(j,
                       {"devices", "max_mtu", "default_pkey", "subnet_prefix", "host_id",
-                       "log_level", "fabric", "faults", "kernel", "users"},
+                       "log_level", "fabric", "faults", "kernel", "users", "limits"},
                       "config");
   try {
     read_opt(j, "max_mtu", &cfg.max_mtu);
@@ -242,6 +242,14 @@ Config Config::parse(const std::string& json_text) {
     if (cfg.kernel != "auto" && cfg.kernel != "on" && cfg.kernel != "off")
       throw std::runtime_error("kernel must be \"auto\", \"on\" or \"off\"");
     read_opt(j, "users", &cfg.users);
+    if (j.contains("limits")) {
+      const nlohmann::json& l = j["limits"];
+      if (!l.is_object()) throw std::runtime_error("limits must be a JSON object");
+      reject_unknown_keys(l, {"qps_per_context", "registered_bytes_per_context"}, "limits");
+      read_opt(l, "qps_per_context", &cfg.qps_per_context);
+      read_opt(l, "registered_bytes_per_context", &cfg.registered_bytes_per_context);
+      if (cfg.qps_per_context < 1) throw std::runtime_error("limits.qps_per_context must be >= 1");
+    }
     if (cfg.users != "isolated" && cfg.users != "shared")
       throw std::runtime_error("users must be \"isolated\" or \"shared\"");
     if (j.contains("subnet_prefix")) cfg.subnet_prefix = parse_guid(j["subnet_prefix"]);

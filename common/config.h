@@ -63,6 +63,11 @@ struct Config {
   /// "isolated": a process reaches (resolves the inbox of) only processes of
   /// its own user, root reaches all; "shared": any process reaches any.
   std::string users = "isolated";
+  /// What one device context (a process's ibv_open_device) may hold, so that
+  /// one program cannot starve the others: QP numbers of a device (the
+  /// device's max_qp), and bytes registered as memory regions (0: no limit).
+  uint32_t qps_per_context = 65536;
+  uint64_t registered_bytes_per_context = 0;
   FabricConfig fabric;
   std::vector<FaultConfig> faults;
 

@@ -220,6 +220,7 @@ Json Daemon::do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out
   Json reply = ok_reply();
   reply["daemon_epoch"] = state_page_.epoch();
   reply["session"] = s.id;
+  reply["registered_bytes_per_context"] = config_.registered_bytes_per_context;
   if (req.value("want_state_page", false)) {
     int fd = state_page_.reader_fd();
     if (fd < 0) return error_reply(errno, "cannot share the state page");
@@ -389,9 +390,15 @@ Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
 Json Daemon::do_create_qp(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  if (client_of(s).inbox_fd < 0) return error_reply(EINVAL, "register an inbox first");
+  Client& c = client_of(s);
+  if (c.inbox_fd < 0) return error_reply(EINVAL, "register an inbox first");
+  if (c.qps[d] >= config_.qps_per_context)
+    return error_reply(ENOMEM, fmt::format("this context holds {} QPs of the device, its limit "
+                                           "(config limits.qps_per_context)",
+                                           c.qps[d]));
   auto qpn = qps_.allocate(d, s.id);
   if (!qpn) return error_reply(ENOMEM, "no free QP number");
+  ++c.qps[d];
   Json reply = ok_reply();
   reply["qpn"] = *qpn;
   return reply;
@@ -402,6 +409,7 @@ Json Daemon::do_destroy_qp(SessionInfo& s, const Json& req) {
   if (d < 0) return error_reply(ENODEV, "no such device");
   if (!qps_.release(d, req.at("qpn").get<uint32_t>(), s.id))
     return error_reply(ENOENT, "no such QP");
+  --client_of(s).qps[d];
   return ok_reply();
 }
 

@@ -55,7 +55,8 @@ class Daemon : public RequestHandler {
     int contexts = 0;
     std::vector<uint64_t> counter_ids;  // its contexts' counter pages
     std::optional<PortRef> sm_port;
-    unsigned uid = 0;  // the process's user (SO_PEERCRED)
+    unsigned uid = 0;             // the process's user (SO_PEERCRED)
+    std::map<int, uint32_t> qps;  // QP numbers it holds, by device
   };
 
   Json do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out);

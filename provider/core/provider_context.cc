@@ -122,6 +122,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
     return EIO;
   }
   session_ = reply.value("session", uint64_t{0});
+  const uint64_t registered_bytes_limit = reply.value("registered_bytes_per_context", uint64_t{0});
   void* p = mmap(nullptr, sizeof(StatePage), PROT_READ, MAP_SHARED, fds[0], 0);
   close(fds[0]);
   if (p == MAP_FAILED) return errno;
@@ -167,6 +168,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);
   engine_->set_stall_tolerance(stall_tolerance_from_env());
+  engine_->mrs().set_limits(engine::DeviceLimits::kMaxMr, registered_bytes_limit);
   progress_ = std::thread([this] { progress_loop(); });
   return 0;
 }

@@ -263,9 +263,11 @@ int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t len
   if (int err = check_mr_access(access)) return err;
   if (!addr && length) return EINVAL;
   auto gpu = provider::CudaMemory::find(reinterpret_cast<uintptr_t>(addr), length);
-  if (gpu) count_gpu_region(c, length, true);
+  const bool on_gpu = gpu != nullptr;
   *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
                                    static_cast<uint32_t>(access), std::move(gpu));
+  if (!*key) return ENOMEM;  // the device's max_mr, or the configured byte limit
+  if (on_gpu) count_gpu_region(c, length, true);
   return 0;
 }
 
@@ -279,9 +281,10 @@ int ibemu_core_reg_dmabuf_mr(ibemu_core_context* c, uint32_t pd, uint64_t offset
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return EBADF;
   if (auto gpu = provider::CudaMemory::find(iova, length)) {
-    count_gpu_region(c, length, true);
     *key = c->ctx.engine().mrs().add(pd, reinterpret_cast<uint8_t*>(iova), iova, length,
                                      static_cast<uint32_t>(access), std::move(gpu));
+    if (!*key) return ENOMEM;
+    count_gpu_region(c, length, true);
     return 0;
   }
   void* map =
@@ -289,6 +292,10 @@ int ibemu_core_reg_dmabuf_mr(ibemu_core_context* c, uint32_t pd, uint64_t offset
   if (map == MAP_FAILED) return errno == ENODEV ? EOPNOTSUPP : errno;
   *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(map), iova, length,
                                    static_cast<uint32_t>(access));
+  if (!*key) {
+    munmap(map, length);
+    return ENOMEM;
+  }
   std::lock_guard lock(c->dmabuf_mutex);
   c->dmabuf_maps[*key] = {map, length};
   return 0;
@@ -326,7 +333,7 @@ int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
 int ibemu_core_alloc_mw(ibemu_core_context* c, uint32_t pd, int type, uint32_t* rkey) {
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
   *rkey = c->ctx.engine().mrs().alloc_window(pd, static_cast<uint8_t>(type));
-  return 0;
+  return *rkey ? 0 : ENOMEM;
 }
 
 int ibemu_core_dealloc_mw(ibemu_core_context* c, uint32_t rkey) {

@@ -75,6 +75,17 @@ TEST(Config, GivenASecretFileExpectItsBytesAndClearErrorsForWhatCannotBeOne) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Config, GivenLimitsExpectThemReadAndRefusedWhenMeaningless) {
+  const Config c = Config::parse(
+      R"({"limits": {"qps_per_context": 8, "registered_bytes_per_context": 1048576}})");
+  EXPECT_EQ(c.qps_per_context, 8u);
+  EXPECT_EQ(c.registered_bytes_per_context, 1048576u);
+  EXPECT_EQ(Config::parse("{}").qps_per_context, 65536u);
+  EXPECT_EQ(Config::parse("{}").registered_bytes_per_context, 0u);
+  EXPECT_NE(error_of(R"({"limits": {"qps_per_context": 0}})").find(">= 1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"limits": {"mrs": 3}})").find("unknown limits key"), std::string::npos);
+}
+
 TEST(Config, GivenTheUsersModeExpectIsolatedByDefaultAndOnlyTheTwoWords) {
   EXPECT_EQ(Config::parse("{}").users, "isolated");
   EXPECT_EQ(Config::parse(R"({"users": "shared"})").users, "shared");

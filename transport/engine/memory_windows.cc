@@ -11,6 +11,7 @@ namespace ibemu::engine {
 
 uint32_t MrTable::alloc_window(uint32_t pd, uint8_t type) {
   std::unique_lock lock(mutex_);
+  if (full(0)) return 0;
   const uint32_t index = unused_index();
   MemoryWindow mw;
   mw.rkey = index << 8 | (random_bits() & 0xff);

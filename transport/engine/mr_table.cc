@@ -10,9 +10,17 @@ namespace ibemu::engine {
 uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                       std::shared_ptr<DeviceMemory> device) {
   std::unique_lock lock(mutex_);
+  if (full(length)) return 0;
   const uint32_t key = unused_index() << 8 | (random_bits() & 0xff);
   regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
+  registered_bytes_ += length;
   return key;
+}
+
+void MrTable::set_limits(size_t objects, uint64_t bytes) {
+  std::unique_lock lock(mutex_);
+  max_objects_ = objects;
+  max_bytes_ = bytes;
 }
 
 uint32_t MrTable::random_bits() noexcept {
@@ -40,6 +48,7 @@ int MrTable::remove(uint32_t key, MemoryRegion* removed) {
   if (it == regions_.end()) return EINVAL;
   if (it->second.bound_windows) return EBUSY;
   if (removed) *removed = it->second;
+  registered_bytes_ -= it->second.length;
   indices_.erase(key >> 8);
   regions_.erase(it);
   return 0;
@@ -52,10 +61,14 @@ bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, con
   if (it == regions_.end()) return false;
   MemoryRegion& mr = it->second;
   if (mr.bound_windows) return false;  // windows translate through it
+  if (length && max_bytes_ && registered_bytes_ - mr.length + *length > max_bytes_) return false;
   if (pd) mr.pd = *pd;
   if (addr) mr.addr = *addr;
   if (iova) mr.iova = *iova;
-  if (length) mr.length = *length;
+  if (length) {
+    registered_bytes_ = registered_bytes_ - mr.length + *length;
+    mr.length = *length;
+  }
   if (access) mr.access = *access;
   return true;
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -57,7 +56,12 @@ enum class MrCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
 
 class MrTable {
  public:
-  /// Registers a region; returns its key (lkey == rkey, as on ConnectX).
+  /// At most `objects` regions and windows together (the device's max_mr),
+  /// and at most `bytes` registered (0: no limit; the daemon's config
+  /// limits.registered_bytes_per_context).
+  void set_limits(size_t objects, uint64_t bytes);
+  /// Registers a region; returns its key (lkey == rkey, as on ConnectX), or
+  /// 0 when a limit would be passed (ENOMEM for the caller).
   /// With `device`, `addr` is an address on that device.
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                std::shared_ptr<DeviceMemory> device = nullptr);
@@ -65,7 +69,8 @@ class MrTable {
   /// region removed is copied to `removed` when given.
   int remove(uint32_t key, MemoryRegion* removed = nullptr);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
-  /// place; its key stays. Fields not flagged are kept. False if no such key.
+  /// place; its key stays. Fields not flagged are kept. False if no such
+  /// key, or a new length would pass the byte limit.
   bool modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
               const uint64_t* length, const uint32_t* access);
   size_t size() const;
@@ -86,7 +91,8 @@ class MrTable {
   std::unordered_map<std::string, uint32_t> device_regions() const;
 
   // Memory windows (memory_windows.cc).
-  /// Allocates an unbound window of type 1 or 2; returns its rkey.
+  /// Allocates an unbound window of type 1 or 2; returns its rkey, or 0 at
+  /// the object limit.
   uint32_t alloc_window(uint32_t pd, uint8_t type);
   /// False if no such window.
   bool free_window(uint32_t rkey);
@@ -110,6 +116,13 @@ class MrTable {
   std::unordered_map<uint32_t, MemoryRegion> regions_;  // by key
   std::unordered_map<uint32_t, MemoryWindow> windows_;  // by index (rkey >> 8)
   std::unordered_set<uint32_t> indices_;                // key >> 8 of every key handed out
+  size_t max_objects_ = DeviceLimits::kMaxMr;
+  uint64_t max_bytes_ = 0;
+  uint64_t registered_bytes_ = 0;
+  bool full(uint64_t more_bytes) const {
+    return regions_.size() + windows_.size() >= max_objects_ ||
+           (max_bytes_ && registered_bytes_ + more_bytes > max_bytes_);
+  }
   /// Key bits from the kernel's CSPRNG: a peer that saw some keys of a
   /// process learns nothing of its others (a seeded PRNG's state can be
   /// recovered from its outputs).
