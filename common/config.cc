@@ -17,6 +17,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include "common/state_page.h"
+
 namespace ibemu {
 
 int mtu_enum_from_bytes(int bytes) {
@@ -230,12 +232,20 @@ Config Config::parse(const std::string& json_text) {
   }
   if (!j.is_object()) throw std::runtime_error("config must be a JSON object");
   reject_unknown_keys(j,
-                      {"devices", "max_mtu", "default_pkey", "subnet_prefix", "host_id",
+                      {"devices", "max_mtu", "default_pkey", "pkeys", "subnet_prefix", "host_id",
                        "log_level", "fabric", "faults", "kernel", "users", "limits"},
                       "config");
   try {
     read_opt(j, "max_mtu", &cfg.max_mtu);
     read_opt(j, "default_pkey", &cfg.default_pkey);
+    if (j.contains("pkeys")) {
+      if (!j["pkeys"].is_array()) throw std::runtime_error("pkeys must be an array");
+      for (const auto& k : j["pkeys"]) {
+        if (!k.is_number_unsigned() || k.get<uint64_t>() > 0xffff)
+          throw std::runtime_error("pkeys: each entry is a 16-bit P_Key");
+        cfg.pkeys.push_back(k.get<uint16_t>());
+      }
+    }
     read_opt(j, "host_id", &cfg.host_id);
     read_opt(j, "log_level", &cfg.log_level);
     read_opt(j, "kernel", &cfg.kernel);
@@ -286,6 +296,13 @@ Config Config::parse(const std::string& json_text) {
   if (!mtu_enum_from_bytes(cfg.max_mtu))
     throw std::runtime_error("max_mtu must be 256, 512, 1024, 2048 or 4096");
   if (cfg.devices.size() > 16) throw std::runtime_error("at most 16 devices");
+  // IBA 10.9.1: the low 15 bits name the partition; 0 is no partition.
+  if (cfg.pkeys.size() > kMaxPkeys)
+    throw std::runtime_error("pkeys: at most " + std::to_string(kMaxPkeys) + " entries");
+  for (uint16_t k : cfg.pkeys)
+    if ((k & 0x7fff) == 0) throw std::runtime_error("pkeys: 0x0000 and 0x8000 are not P_Keys");
+  if ((cfg.default_pkey & 0x7fff) == 0)
+    throw std::runtime_error("default_pkey: 0x0000 and 0x8000 are not P_Keys");
   for (auto& d : cfg.devices)
     if (d.ports < 1 || d.ports > 4) throw std::runtime_error("ports must be 1..4");
   static const char* levels[] = {"debug", "info", "warn", "error"};

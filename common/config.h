@@ -54,6 +54,13 @@ struct Config {
   std::vector<DeviceConfig> devices;
   int max_mtu = 4096;  // bytes: 256, 512, 1024, 2048 or 4096
   uint16_t default_pkey = 0xffff;
+  /// The P_Key table of every CA port (IBA 10.9): entry 0 first. Empty:
+  /// one entry, default_pkey.
+  std::vector<uint16_t> pkeys;
+  /// The table as ports have it.
+  std::vector<uint16_t> pkey_table() const {
+    return pkeys.empty() ? std::vector<uint16_t>{default_pkey} : pkeys;
+  }
   uint64_t subnet_prefix = 0xfe80000000000000ull;
   uint32_t host_id = 0;  // 0 = derived from the hostname; distinguishes GUIDs of hosts
   std::string log_level = "info";

@@ -60,6 +60,7 @@ void PortTotals::add(const engine::PortCounters& c) noexcept {
   xmit_discards += c.xmit_discards.load(std::memory_order_relaxed);
   rcv_unknown_qp += c.rcv_unknown_qp.load(std::memory_order_relaxed);
   rcv_qkey_violations += c.rcv_qkey_violations.load(std::memory_order_relaxed);
+  rcv_pkey_violations += c.rcv_pkey_violations.load(std::memory_order_relaxed);
   rcv_no_receive += c.rcv_no_receive.load(std::memory_order_relaxed);
   fault_drops += c.fault_drops.load(std::memory_order_relaxed);
 }
@@ -73,6 +74,7 @@ nlohmann::json PortTotals::to_json() const {
            {{"undeliverable", xmit_discards},
             {"unknown_qp", rcv_unknown_qp},
             {"qkey_violation", rcv_qkey_violations},
+            {"pkey_violation", rcv_pkey_violations},
             {"no_receive", rcv_no_receive},
             {"link_faults", fault_drops}}}};
 }

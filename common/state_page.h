@@ -12,6 +12,7 @@ namespace ibemu {
 
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxPorts = 4;
+inline constexpr int kMaxPkeys = 16;  // P_Key table entries of a port (PartitionCap)
 
 /// IBA 14.2.5.6 PortInfo:PortState values.
 enum class PortState : uint8_t { kNop = 0, kDown = 1, kInit = 2, kArmed = 3, kActive = 4 };
@@ -32,8 +33,9 @@ struct PortStateView {
   uint32_t cap_mask;
   uint64_t port_guid;
   uint64_t subnet_prefix;
-  uint16_t pkey0;
-  uint8_t reserved[6];
+  uint16_t pkeys[kMaxPkeys];  // the P_Key table (IBA 10.9)
+  uint8_t num_pkeys;
+  uint8_t reserved[7];
 };
 
 struct DeviceStateView {
@@ -119,6 +121,6 @@ struct StatePage {
 };
 
 static_assert(std::is_standard_layout_v<StatePage>);
-static_assert(sizeof(PortStateView) == 40);
+static_assert(sizeof(PortStateView) == 72);
 
 }  // namespace ibemu

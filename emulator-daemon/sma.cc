@@ -124,7 +124,7 @@ MadStatus Sma::get_node_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   // IBA 14.2.5.3: PortGUID is that of the port the SMP came in by; a
   // switch answers with port 0's.
   ni.set_port_guid(n.is_switch() ? n.ports[0].guid : n.ports[size_t(at.port)].guid);
-  ni.set_partition_cap(1);
+  ni.set_partition_cap(uint16_t(n.pkeys.size()));
   ni.set_device_id(n.device_id);
   ni.set_revision(n.revision);
   ni.set_local_port_num(uint8_t(at.port));
@@ -358,14 +358,14 @@ MadStatus Sma::get_guid_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
 MadStatus Sma::get_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp) {
   const NodeModel& n = m_.node(at.node);
   // IBA 14.2.5.7: bits 0-15 block, bits 16-23 port (switches; CAs use the
-  // receiving port). PartitionCap is 1: only block 0.
+  // receiving port). At most 16 entries (kMaxPkeys): only block 0.
   const uint32_t mod = req.attr_mod();
   const uint32_t block = mod & 0xffff;
   const uint32_t port = (mod >> 16) & 0xff;
   if (block != 0 || (mod >> 24) != 0) return MadStatus::kInvalidField;
   if (n.is_switch() ? port > uint32_t(n.num_ports()) : port != 0) return MadStatus::kInvalidField;
   mad::PKeyTable t;
-  t.set_pkey(0, n.pkey);
+  for (size_t i = 0; i < n.pkeys.size(); ++i) t.set_pkey(i, n.pkeys[i]);
   resp->set_attr(t);
   return MadStatus::kOk;
 }

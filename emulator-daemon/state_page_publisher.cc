@@ -63,7 +63,9 @@ void StatePagePublisher::fill_port(PortRef port) noexcept {
   v.cap_mask = a.cap_mask;
   v.port_guid = a.port_guid;
   v.subnet_prefix = a.subnet_prefix;
-  v.pkey0 = config_.default_pkey;
+  const auto table = config_.pkey_table();
+  v.num_pkeys = uint8_t(table.size());
+  std::copy(table.begin(), table.end(), v.pkeys);
 }
 
 void StatePagePublisher::update_port(PortRef port) noexcept {

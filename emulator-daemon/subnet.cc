@@ -116,7 +116,7 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
     n.vendor_id = d.vendor_id;
     n.device_id = uint16_t(d.vendor_part_id);
     n.revision = d.hw_ver;
-    n.pkey = cfg.default_pkey;
+    n.pkeys = cfg.pkey_table();
     n.ports.resize(1);  // entry 0 unused on a CA
     for (int p = 1; p <= d.ports; ++p) {
       n.ports.push_back(fresh_port(d.node_guid + uint64_t(p), cfg.subnet_prefix, mtu, kCaCapMask));
@@ -143,7 +143,7 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
   sw.description = "ibemu-switch " + hostname();
   sw.vendor_id = cfg.devices.empty() ? 0x02c9 : cfg.devices[0].vendor_id;
   sw.device_id = kSwitchDeviceId;
-  sw.pkey = cfg.default_pkey;
+  sw.pkeys = {cfg.default_pkey};
   sw.lft.assign(subnet_detail::kLinearFdbCap, 0xff);
   // Port 0 shares the node GUID (IBA 14.2.5.3: a switch has one port GUID).
   sw.ports.push_back(fresh_port(sw_guid, cfg.subnet_prefix, mtu, kSwitchCapMask));

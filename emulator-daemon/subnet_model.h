@@ -83,7 +83,7 @@ struct NodeModel {
   uint32_t vendor_id = 0;
   uint16_t device_id = 0;
   uint32_t revision = 0;
-  uint16_t pkey = 0xffff;  // P_KeyTable entry 0; the table holds one entry
+  std::vector<uint16_t> pkeys{0xffff};  // P_KeyTable: entry 0 first (IBA 14.2.5.7)
   /// Indexed by port number: a switch's port 0 is its management port, a
   /// CA's entry 0 is unused.
   std::vector<PortModel> ports;

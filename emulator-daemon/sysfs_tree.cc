@@ -128,7 +128,9 @@ void SysfsTree::create(const Subnet& subnet) {
       fs::create_directories(pd + "/gid_attrs/types");
       fs::create_directories(pd + "/gid_attrs/ndevs");
       must_write(pd + "/link_layer", "InfiniBand\n");
-      must_write(pd + "/pkeys/0", fmt::format("0x{:04x}\n", config_.default_pkey));
+      const auto table = config_.pkey_table();
+      for (size_t i = 0; i < table.size(); ++i)
+        must_write(pd + "/pkeys/" + std::to_string(i), fmt::format("0x{:04x}\n", table[i]));
       must_write(pd + "/gid_attrs/types/0", "IB/RoCE v1\n");
       update_port(subnet, ref);
     }

@@ -183,6 +183,8 @@ engine::PortAddress ProviderContext::port(uint8_t port_num) const noexcept {
   a.subnet_prefix = v.subnet_prefix;
   a.port_guid = v.port_guid;
   a.active = v.state == static_cast<uint8_t>(PortState::kActive);
+  a.num_pkeys = std::min<uint8_t>(v.num_pkeys, uint8_t(a.pkeys.size()));
+  std::copy(v.pkeys, v.pkeys + a.num_pkeys, a.pkeys.begin());
   return a;
 }
 

@@ -189,8 +189,8 @@ int ibemu_core_query_device_ex(ibemu_core_context* c, ibv_device_attr_ex* out, s
   a.max_qp_rd_atom = DeviceLimits::kMaxQpRdAtom;
   a.max_qp_init_rd_atom = DeviceLimits::kMaxQpInitRdAtom;
   a.max_res_rd_atom = DeviceLimits::kMaxQpRdAtom * DeviceLimits::kMaxQp;
-  a.atomic_cap = IBV_ATOMIC_HCA;  // atomic with respect to other atomics of this HCA
-  a.max_pkeys = 1;
+  a.atomic_cap = IBV_ATOMIC_HCA;           // atomic with respect to other atomics of this HCA
+  a.max_pkeys = c->ctx.port(1).num_pkeys;  // the P_Key table's size (PartitionCap)
   a.local_ca_ack_delay = 8;
   a.phys_port_cnt = static_cast<uint8_t>(d.num_ports);
   attr.max_dm_size = 0;

@@ -13,6 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (config.devices.size() > 16) std::abort();
     for (const auto& d : config.devices)
       if (d.name.rfind("ibemu", 0) != 0 || d.ports < 1 || d.ports > 4) std::abort();
+    if (config.pkey_table().empty() || config.pkey_table().size() > 16) std::abort();
+    for (uint16_t k : config.pkey_table())
+      if ((k & 0x7fff) == 0) std::abort();
     for (const auto& f : config.faults)
       if (f.port < 0 || f.port > 4) std::abort();
   } catch (const std::runtime_error&) {

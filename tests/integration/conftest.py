@@ -130,6 +130,17 @@ def run_verbs_cases(fabric, name, passed, timeout=180):
     assert re.search(rf"\b{passed} passed\b", r.stdout), r.stdout
 
 
+def spawn_listening(fabric, cmd, port, timeout=20):
+    """Starts a server program and returns it once it listens on TCP `port`."""
+    server = fabric.spawn(cmd)
+    deadline = time.time() + timeout
+    while not tcp_listening(port):
+        assert time.time() < deadline and server.poll() is None, \
+            server.communicate()[0] if server.poll() is not None else f"{cmd} does not listen"
+        time.sleep(0.02)
+    return server
+
+
 def run_pair(fabric, server_cmd, client_cmd, port, timeout=120, client_fabric=None):
     """Starts a server, waits until it listens on `port`, runs the client
     (on `client_fabric`, another host, if given); returns (server_result,

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from conftest import BUILD, free_tcp_port, pingpong_pair, tcp_listening
+from conftest import BUILD, free_tcp_port, pingpong_pair, spawn_listening
 from test_async_events import wait_for
 
 
@@ -19,11 +19,7 @@ def test_daemon_killed_mid_transfer_flushes_every_wr_and_comes_back(fresh_fabric
     f.up()
     port = free_tcp_port()
     prog = str(BUILD / "bin" / "rc_stream")
-    receiver = f.spawn([prog, "-d", "ibemu0", "-p", str(port)])
-    deadline = time.time() + 20
-    while not tcp_listening(port):
-        assert time.time() < deadline and receiver.poll() is None
-        time.sleep(0.02)
+    receiver = spawn_listening(f, [prog, "-d", "ibemu0", "-p", str(port)], port)
     sender = f.spawn([prog, "-d", "ibemu1", "-p", str(port), "localhost"])
     watch = f.spawn(["stdbuf", "-oL", "ibv_asyncwatch", "-d", "ibemu0"])
     events = []

@@ -6,7 +6,7 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import BUILD, free_tcp_port, run_verbs_cases, tcp_listening
+from conftest import BUILD, free_tcp_port, run_verbs_cases, spawn_listening
 
 HERE = Path(__file__).parent
 
@@ -22,11 +22,7 @@ def test_killed_peer_gives_retry_exceeded_and_daemon_survives(fabric):
     process's QP."""
     port = free_tcp_port()
     prog = str(BUILD / "bin" / "rc_stream")
-    receiver = fabric.spawn([prog, "-d", "ibemu0", "-p", str(port)])
-    deadline = time.time() + 20
-    while not tcp_listening(port):
-        assert time.time() < deadline and receiver.poll() is None
-        time.sleep(0.02)
+    receiver = spawn_listening(fabric, [prog, "-d", "ibemu0", "-p", str(port)], port)
     # timeout 12: 4.096 us x 2^12 = 16.8 ms per try, 8 tries ~ 0.13 s.
     # IBA's exact retry timing, no stall tolerance (docs/configuration.md).
     sender = fabric.spawn(["env", "IBEMU_STALL_TOLERANCE_MS=0", prog, "-d", "ibemu1", "-p",

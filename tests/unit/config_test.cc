@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 
@@ -84,6 +85,18 @@ TEST(Config, GivenLimitsExpectThemReadAndRefusedWhenMeaningless) {
   EXPECT_EQ(Config::parse("{}").registered_bytes_per_context, 0u);
   EXPECT_NE(error_of(R"({"limits": {"qps_per_context": 0}})").find(">= 1"), std::string::npos);
   EXPECT_NE(error_of(R"({"limits": {"mrs": 3}})").find("unknown limits key"), std::string::npos);
+}
+
+TEST(Config, GivenAPkeyTableExpectItAsGivenAndClearErrorsForWhatIsNoPartition) {
+  EXPECT_EQ(Config::parse("{}").pkey_table(), std::vector<uint16_t>{0xffff});
+  EXPECT_EQ(Config::parse(R"({"default_pkey": 32770})").pkey_table(),
+            std::vector<uint16_t>{0x8002});
+  EXPECT_EQ(Config::parse(R"({"pkeys": [65535, 32769, 1]})").pkey_table(),
+            (std::vector<uint16_t>{0xffff, 0x8001, 0x0001}));
+  for (const char* bad : {R"({"pkeys": [65535, 32768]})", R"({"pkeys": [0]})",
+                          R"({"pkeys": [65536]})", R"({"pkeys": [-1]})", R"({"pkeys": 5})",
+                          R"({"pkeys": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]})"})
+    EXPECT_NE(error_of(bad).find("pkeys"), std::string::npos) << bad << ": " << error_of(bad);
 }
 
 TEST(Config, GivenTheUsersModeExpectIsolatedByDefaultAndOnlyTheTwoWords) {

@@ -19,6 +19,9 @@ struct PortCounters {
   // Received for this port and dropped: no such QP (IBA 9.6.1.5), a datagram
   // with another Q_Key (10.2.4, C10-15), a datagram with no receive posted.
   std::atomic<uint64_t> rcv_unknown_qp{0}, rcv_qkey_violations{0}, rcv_no_receive{0};
+  // Received with a P_Key that does not match the QP's (IBA 10.9.3,
+  // PortInfo:P_KeyViolations).
+  std::atomic<uint64_t> rcv_pkey_violations{0};
   // Sent and lost on the way: a link down or a fault injected (ibemu fault).
   std::atomic<uint64_t> fault_drops{0};
 };

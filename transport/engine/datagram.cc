@@ -40,7 +40,6 @@ void Qp::datagram_send(SendWqe& wqe) noexcept {
   h.bth.set_opcode(
       static_cast<uint8_t>(imm ? wire::Opcode::kUdSendOnlyImm : wire::Opcode::kUdSendOnly));
   h.bth.set_se(wqe.flags & kSendSolicited);
-  h.bth.set_pkey(0xffff);
   h.bth.set_dest_qp(wqe.remote_qpn);
   h.bth.set_psn(req_.next_psn);
   h.deth.set_qkey((wqe.remote_qkey & kUseQpQkey) ? attr_.qkey : wqe.remote_qkey);

@@ -2,6 +2,7 @@
 // Where the engine sends finished packets and how it learns its ports' own
 // addresses. The provider implements both over shared-memory rings and the
 // state page; unit tests implement them with a fake link.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,7 +30,19 @@ struct PortAddress {
   uint64_t subnet_prefix = 0;
   uint64_t port_guid = 0;
   bool active = false;
+  /// The P_Key table (IBA 10.9); by default the default partition's
+  /// full-member key alone.
+  std::array<uint16_t, 16> pkeys{0xffff};
+  uint8_t num_pkeys = 1;
+  /// The P_Key at `index`, or 0 (no partition) past the table.
+  uint16_t pkey(uint16_t index) const { return index < num_pkeys ? pkeys[index] : 0; }
 };
+
+/// IBA 10.9.3: two P_Keys match when they name one partition (the low 15
+/// bits, never 0) and at least one of them is a full member (bit 15).
+inline bool pkeys_match(uint16_t a, uint16_t b) {
+  return (a & 0x7fff) != 0 && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000) != 0;
+}
 
 class PortTable {
  public:

@@ -63,7 +63,11 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > DeviceLimits::kMaxQpInitRdAtom) return EINVAL;
   if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > DeviceLimits::kMaxQpRdAtom)
     return EINVAL;
-  if ((mask & kQpPkeyIndex) && a.pkey_index != 0) return EINVAL;  // one P_Key per port
+  if (mask & kQpPkeyIndex) {
+    // An index into the port's P_Key table (IBA 11.2.4.2): within it.
+    const uint8_t port = (mask & kQpPort) ? a.port_num : attr_.port_num;
+    if (!env_.ports || a.pkey_index >= env_.ports->port(port).num_pkeys) return EINVAL;
+  }
   if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
   if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
   if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
@@ -396,6 +400,12 @@ void Qp::enter_error() noexcept {
 
 void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
+  // IBA 10.9.3 (C10-?): a packet of another partition, or between two
+  // limited members, is dropped and counted before anything looks at it.
+  if (!pkeys_match(pkt.bth().pkey(), env_.ports->port(attr_.port_num).pkey(attr_.pkey_index))) {
+    count_drop(&PortCounters::rcv_pkey_violations);
+    return;
+  }
   if (init_.type == QpType::kUd)
     datagram_receive(pkt);
   else if (init_.type == QpType::kDct)

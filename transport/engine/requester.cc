@@ -69,7 +69,9 @@ wire::Transport Qp::transport() const noexcept {
 // LRH and, for a global address vector, GRH toward the connected peer
 // (IBA 7.7, 8.3): both engines' packets leave through here.
 void Qp::fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept {
-  engine::fill_address_headers(h, av, env_.ports->port(attr_.port_num));
+  const PortAddress me = env_.ports->port(attr_.port_num);
+  engine::fill_address_headers(h, av, me);
+  h.bth.set_pkey(me.pkey(attr_.pkey_index));  // the QP's partition (IBA 10.9.2)
 }
 
 size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
@@ -78,7 +80,6 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
   fill_address_headers(h, peer_.av);
   h.bth.set_opcode(opcode);
   h.bth.set_se(solicited);
-  h.bth.set_pkey(0xffff);
   h.bth.set_dest_qp(peer_.qpn);
   h.bth.set_ack_req(ack_req);
   h.bth.set_psn(psn);

@@ -44,8 +44,9 @@ Nanos Qp::resend_held_acks(Nanos now) noexcept {
 }
 
 ResponsePath Qp::response_path() const noexcept {
-  return ResponsePath{peer_.av, attr_.port_num, static_cast<uint8_t>(transport()), peer_.qpn,
-                      resp_.msn};
+  return ResponsePath{
+      peer_.av,  attr_.port_num, static_cast<uint8_t>(transport()),
+      peer_.qpn, resp_.msn,      env_.ports->port(attr_.port_num).pkey(attr_.pkey_index)};
 }
 
 void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,

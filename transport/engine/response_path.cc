@@ -36,7 +36,7 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
   // UC and XRC use RC's opcode layout under their own transport bits (IBA
   // 9.2.1, table 35; annex A14).
   h.bth.set_opcode(static_cast<uint8_t>(rc_opcode | path.transport << 5));
-  h.bth.set_pkey(0xffff);
+  h.bth.set_pkey(path.pkey);
   h.bth.set_dest_qp(path.dest_qp);
   h.bth.set_psn(psn);
   h.aeth.set_syndrome(syndrome);

@@ -18,11 +18,12 @@
 namespace ibemu::engine {
 
 struct ResponsePath {
-  AddressVector av;       // the QP's path toward its requester
-  uint8_t port_num = 0;   // the port the responses leave from
-  uint8_t transport = 0;  // the QP's wire::Transport: the opcodes' upper bits
-  uint32_t dest_qp = 0;   // the requester's QP
-  uint32_t msn = 0;       // what the AETH carries
+  AddressVector av;        // the QP's path toward its requester
+  uint8_t port_num = 0;    // the port the responses leave from
+  uint8_t transport = 0;   // the QP's wire::Transport: the opcodes' upper bits
+  uint32_t dest_qp = 0;    // the requester's QP
+  uint32_t msn = 0;        // what the AETH carries
+  uint16_t pkey = 0xffff;  // the QP's P_Key: its responses are in its partition
 };
 
 /// LRH and, for a global address vector, GRH toward `av` from port `me`
