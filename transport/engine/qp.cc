@@ -400,7 +400,7 @@ void Qp::enter_error() noexcept {
 
 void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
-  // IBA 10.9.3 (C10-?): a packet of another partition, or between two
+  // IBA 10.9.3: a packet of another partition, or between two
   // limited members, is dropped and counted before anything looks at it.
   if (!pkeys_match(pkt.bth().pkey(), env_.ports->port(attr_.port_num).pkey(attr_.pkey_index))) {
     count_drop(&PortCounters::rcv_pkey_violations);
