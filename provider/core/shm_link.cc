@@ -77,7 +77,7 @@ std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid
 
 bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
                    link::SlotKind kind) noexcept {
-  return ring.push_waiting(packet, len, kind, kConsumerStuck);
+  return ring.push_waiting(packet, len, kind, kConsumerStuck, wait_limit_);
 }
 
 bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,

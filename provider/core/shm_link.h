@@ -29,6 +29,11 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   bool wants_crcs() const noexcept override { return false; }
   /// Copies every packet sent to `ibemu capture` while one runs.
   void attach_capture(std::unique_ptr<CaptureMirror> mirror) { capture_ = std::move(mirror); }
+  /// A bound on how long one packet may wait for room in a full ring (by
+  /// default none: it waits while the consumer drains). A sender that others
+  /// depend on, such as the daemon's one thread for another host's packets,
+  /// sets one.
+  void set_wait_limit(std::chrono::nanoseconds limit) { wait_limit_ = limit; }
   /// Passes packets through the faults of the links they cross while any is impaired.
   void attach_faults(std::unique_ptr<LinkFaults> faults) { faults_ = std::move(faults); }
   /// Sends the packets faults held back whose time has come; when the next is
@@ -40,6 +45,7 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   bool srq_owner_alive(uint32_t srqn) noexcept override;
 
  private:
+  std::chrono::nanoseconds wait_limit_{0};
   struct Route {
     std::shared_ptr<link::ShmRing> ring;  // null: destination unknown (drop)
     std::chrono::steady_clock::time_point expires;
@@ -52,8 +58,8 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   std::vector<std::shared_ptr<link::ShmRing>> resolve_group(uint16_t mlid) noexcept;
   /// The ring of daemon session `owner`, attached from `fd` unless known; takes fd.
   std::shared_ptr<link::ShmRing> ring_of(uint64_t owner, int fd) noexcept;
-  static bool push(link::ShmRing& ring, const uint8_t* packet, size_t len,
-                   link::SlotKind kind = link::SlotKind::kPacket) noexcept;
+  bool push(link::ShmRing& ring, const uint8_t* packet, size_t len,
+            link::SlotKind kind = link::SlotKind::kPacket) noexcept;
   /// Asks the daemon `request` (resolve_srq, resolve_session); the owner's
   /// ring, or null.
   std::shared_ptr<link::ShmRing> ask(const Json& request, uint64_t* owner) noexcept;

@@ -152,11 +152,13 @@ void ShmRing::wake() noexcept {
 }
 
 bool ShmRing::push_waiting(const uint8_t* data, size_t len, SlotKind kind,
-                           std::chrono::nanoseconds stuck) noexcept {
+                           std::chrono::nanoseconds stuck,
+                           std::chrono::nanoseconds at_most) noexcept {
   if (push(data, len, kind)) return true;
   if (len > hdr_->slot_size - kSlotHeader) return false;
   uint64_t consumed_to = hdr_->head.load(std::memory_order_acquire);
-  auto progress_at = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  auto progress_at = start;
   for (;;) {
     std::this_thread::yield();
     if (push(data, len, kind)) return true;
@@ -165,6 +167,10 @@ bool ShmRing::push_waiting(const uint8_t* data, size_t len, SlotKind kind,
       consumed_to = head;
       progress_at = now;
     } else if (now - progress_at >= stuck) {
+      hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (at_most.count() && now - start >= at_most) {
       hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }

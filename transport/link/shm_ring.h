@@ -52,10 +52,11 @@ class ShmRing {
   bool push(const uint8_t* data, size_t len, SlotKind kind = SlotKind::kPacket) noexcept;
   /// Producer: appends one packet, waiting while the ring is full and its
   /// consumer drains it. Gives up (and counts a drop) once the consumer took
-  /// nothing for `stuck`: a consumer that is itself waiting to push into a
-  /// full ring of this producer's would otherwise never take it.
-  bool push_waiting(const uint8_t* data, size_t len, SlotKind kind,
-                    std::chrono::nanoseconds stuck) noexcept;
+  /// nothing for `stuck` (a consumer that is itself waiting to push into a
+  /// full ring of this producer's would otherwise never take it), or after
+  /// `at_most` in all (0: no such bound).
+  bool push_waiting(const uint8_t* data, size_t len, SlotKind kind, std::chrono::nanoseconds stuck,
+                    std::chrono::nanoseconds at_most = {}) noexcept;
 
   /// Consumer: the next packet, or nullptr when empty. Call pop() after use.
   const uint8_t* peek(size_t* len, SlotKind* kind = nullptr) noexcept;
