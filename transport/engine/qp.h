@@ -185,7 +185,8 @@ class Qp {
   void send_ack(uint32_t psn, uint8_t syndrome) noexcept;
   /// Offers the held ACKs again (held_acks.h); the next retry time or 0.
   Nanos resend_held_acks(Nanos now) noexcept;
-  ResponsePath response_path() const noexcept;
+  /// The way back to the requester, from port `me` (the QP's port).
+  ResponsePath response_path(const PortAddress& me) const noexcept;
   /// One response packet (ACK, READ response, atomic ACK) back to the requester.
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;

@@ -43,17 +43,17 @@ Nanos Qp::resend_held_acks(Nanos now) noexcept {
   });
 }
 
-ResponsePath Qp::response_path() const noexcept {
-  return ResponsePath{
-      peer_.av,  attr_.port_num, static_cast<uint8_t>(transport()),
-      peer_.qpn, resp_.msn,      env_.ports->port(attr_.port_num).pkey(attr_.pkey_index)};
+ResponsePath Qp::response_path(const PortAddress& me) const noexcept {
+  return ResponsePath{peer_.av,  attr_.port_num, static_cast<uint8_t>(transport()),
+                      peer_.qpn, resp_.msn,      me.pkey(attr_.pkey_index)};
 }
 
 void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                        uint32_t len, uint64_t atomic_orig) noexcept {
-  const size_t total =
-      write_response(tx_buf_, response_path(), env_.ports->port(attr_.port_num), opcode, psn,
-                     syndrome, payload, len, atomic_orig, env_.sink->wants_crcs());
+  // One read of the port (a copy from the state page) per response.
+  const PortAddress me = env_.ports->port(attr_.port_num);
+  const size_t total = write_response(tx_buf_, response_path(me), me, opcode, psn, syndrome,
+                                      payload, len, atomic_orig, env_.sink->wants_crcs());
   if (transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total))
     held_acks_.delivered(peer_.av.dlid, peer_.qpn);
   else if (opcode == static_cast<uint8_t>(wire::Opcode::kRcAcknowledge))

@@ -49,7 +49,7 @@ void Qp::xrc_forward(const wire::PacketView& pkt, bool replay) noexcept {
   if (flags & wire::kIsReadRequest) {
     // A new READ's responses carry its own MSN; a duplicate's the current one
     // (responder.cc does the same).
-    r.path = response_path();
+    r.path = response_path(env_.ports->port(attr_.port_num));
     if (!replay) r.path.msn = wire::psn_add(resp_.msn, 1);
     r.response_psn = psn;
   }
