@@ -79,6 +79,10 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
   if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
   if (mask & kQpPort) attr_.port_num = a.port_num;
+  // P_Key tables are fixed while the daemon runs: look the QP's up once here,
+  // not for every packet it receives.
+  if ((mask & (kQpPkeyIndex | kQpPort)) && env_.ports)
+    pkey_ = env_.ports->port(attr_.port_num).pkey(attr_.pkey_index);
   if (mask & kQpQkey) attr_.qkey = a.qkey;
   if (mask & kQpAv) {
     attr_.ah = a.ah;
@@ -402,7 +406,7 @@ void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
   // IBA 10.9.3: a packet of another partition, or between two
   // limited members, is dropped and counted before anything looks at it.
-  if (!pkeys_match(pkt.bth().pkey(), env_.ports->port(attr_.port_num).pkey(attr_.pkey_index))) {
+  if (!pkeys_match(pkt.bth().pkey(), pkey_)) {
     count_drop(&PortCounters::rcv_pkey_violations);
     return;
   }

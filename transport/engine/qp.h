@@ -341,7 +341,8 @@ class Qp {
   std::unordered_map<uint64_t, DcConnection> dct_connections_;
   bool dct_loaded_ = false;
 
-  HeldAcks held_acks_;  // responder.cc
+  HeldAcks held_acks_;      // responder.cc
+  uint16_t pkey_ = 0xffff;  // the P_Key at attr_.pkey_index of the QP's port
   uint64_t dct_loaded_source_ = 0;
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
