@@ -40,6 +40,16 @@ struct ibemu_core_context {
 // while converting them.
 constexpr WrOpcode kNoSuchOpcode = static_cast<WrOpcode>(0xff);
 
+// An enum field of a program's struct as the integer it holds: a value
+// outside the enum (garbage in a field the mask leaves out, a newer opcode)
+// must reach the checks, and loading it as the enum is undefined behaviour.
+template <class Enum>
+uint32_t raw_value(const Enum& field) {
+  std::underlying_type_t<Enum> value;
+  std::memcpy(&value, &field, sizeof value);
+  return static_cast<uint32_t>(value);
+}
+
 // Empty polls in a row after which a poller starts yielding its CPU.
 constexpr uint32_t kPollsBeforeYield = 64;
 
@@ -446,7 +456,7 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
                                     uint32_t* qpn, int* err) {
   *err = 0;
   QpType type;
-  switch (attr->qp_type) {
+  switch (raw_value(attr->qp_type)) {
     case IBV_QPT_DRIVER:
       if (!dc) {
         *err = EINVAL;
@@ -770,9 +780,10 @@ static ibv_ah_attr from_av(const AddressVector& av) {
 
 int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   QpAttr attr;
-  attr.qp_state = static_cast<QpState>(a->qp_state);
-  attr.cur_qp_state = static_cast<QpState>(a->cur_qp_state);
-  attr.path_mtu = a->path_mtu;
+  const uint32_t qp_state = raw_value(a->qp_state);
+  attr.qp_state = static_cast<QpState>(qp_state);
+  attr.cur_qp_state = static_cast<QpState>(raw_value(a->cur_qp_state));
+  attr.path_mtu = raw_value(a->path_mtu);
   attr.qkey = a->qkey;
   attr.rq_psn = a->rq_psn;
   attr.sq_psn = a->sq_psn;
@@ -788,7 +799,7 @@ int ibemu_core_modify_qp(ibemu_core_qp* q, ibv_qp_attr* a, int mask) {
   attr.retry_cnt = a->retry_cnt;
   attr.rnr_retry = a->rnr_retry;
   attr.en_sqd_async_notify = a->en_sqd_async_notify;
-  if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) return EINVAL;
+  if ((mask & IBV_QP_STATE) && qp_state > IBV_QPS_ERR) return EINVAL;
   if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > q->owner->ctx.num_ports()))
     return EINVAL;
   if (!q->qp)
@@ -846,9 +857,11 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   const bool xrc = q->init.type == QpType::kXrcSend;
   auto convert = [datagram, xrc](const ibv_send_wr& wr, SendWqe& w) {
     w.wr_id = wr.wr_id;
-    w.opcode = static_cast<WrOpcode>(wr.opcode);
+    const uint32_t opcode = raw_value(wr.opcode);
+    // Truncated, an unknown opcode could pass for a known one.
+    w.opcode = opcode < 0xff ? static_cast<WrOpcode>(opcode) : kNoSuchOpcode;
     w.flags = wr.send_flags;
-    w.imm_or_rkey = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+    w.imm_or_rkey = opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
     copy_sges(wr, w);
     w.remote_addr = wr.wr.rdma.remote_addr;
     w.rkey = wr.wr.rdma.rkey;
@@ -861,7 +874,7 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.remote_qkey = wr.wr.ud.remote_qkey;
     }
     if (xrc) w.remote_srqn = wr.qp_type.xrc.remote_srqn & 0xffffff;
-    if (wr.opcode == IBV_WR_BIND_MW) {
+    if (opcode == IBV_WR_BIND_MW) {
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
       // A WR without a window names none: the bind fails with MW_BIND_ERR.
       w.bind = WindowBind{wr.bind_mw.mw ? wr.bind_mw.mw->rkey : 0u,
@@ -871,7 +884,7 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
                           b.length,
                           b.mw_access_flags};
     }
-    if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       w.remote_addr = wr.wr.atomic.remote_addr;
       w.rkey = wr.wr.atomic.rkey;
       w.compare_add = wr.wr.atomic.compare_add;

@@ -158,7 +158,9 @@ def test_bind_on_a_region_without_mw_bind_access_is_bind_error():
     a.connect(b)
     b.connect(a)
     wr = SendWR(wr_id=53, opcode=e.IBV_WR_BIND_MW, send_flags=e.IBV_SEND_SIGNALED)
-    wr.set_bind_wr(MW(b.pd, e.IBV_MW_TYPE_2), bind_info(b))
+    # Held in a name: the WR keeps only the ibv_mw pointer, not the object.
+    mw = MW(b.pd, e.IBV_MW_TYPE_2)
+    wr.set_bind_wr(mw, bind_info(b))
     b.qp.post_send(wr)
     assert poll_wcs(b.cq)[0].status == e.IBV_WC_MW_BIND_ERR
 
