@@ -1,8 +1,9 @@
 """The soak test's short form (tests/soak): two pairs of processes with four
-RC QPs and a UD QP each, random SEND/WRITE/READ/atomic traffic for 10 s
-through lossy, duplicating, reordering links. Nothing may be lost,
-duplicated or corrupted, no QP may stall, and the daemon must end as it
-began (no QPs left, memory flat)."""
+RC QPs, a UD QP and a DC initiator and target each, random SEND/WRITE/READ/
+atomic traffic (SEND and WRITE-then-READ over DC) for 10 s through lossy,
+duplicating, reordering links. Nothing may be lost, duplicated or
+corrupted, no QP may stall, and the daemon must end as it began (no QPs
+left, memory flat)."""
 import json
 import subprocess
 import sys
@@ -21,4 +22,5 @@ def test_soak_short_form_with_faults():
     summary = json.loads(r.stdout.splitlines()[0])
     assert summary["failures"] == []
     assert summary["sends"] and summary["writes"] and summary["reads"] and summary["atomics"]
+    assert summary["dc_sends"] and summary["dc_reads"]  # DC ran, through ibemu's libmlx5
     assert summary["packets_lost_to_faults"] > 0  # the faults were on

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """The soak test (tests/soak/README.md): PAIRS pairs of soak_worker
-processes, one of each pair on ibemu0 and one on ibemu1, each with QPS RC QPs
-and a UD QP, random checked traffic for SECONDS through links that lose,
-duplicate, reorder and delay packets. Fails when a worker finds anything
-lost, duplicated, corrupted or stalled, when the daemon keeps QPs of the
-finished processes, or when its memory grew.
+processes, one of each pair on ibemu0 and one on ibemu1, each with QPS RC QPs,
+a UD QP and a DC initiator and target, random checked traffic for SECONDS
+through links that lose, duplicate, reorder and delay packets. Fails when a
+worker finds anything lost, duplicated, corrupted or stalled, when the daemon
+keeps QPs of the finished processes, or when its memory grew.
 
     tests/soak/run_soak.py [--build build] [--pairs 4] [--qps 8] [--seconds 60]
                            [--faults "drop=1 duplicate=1 reorder=2 delay=20 jitter=30"]
+                           [--dc-optional]
 Prints the load held and exits 0, or says what failed and exits 1."""
 import argparse
 import json
@@ -54,6 +55,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--faults", default="drop=1 duplicate=1 reorder=2 delay=20 jitter=30")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dc-optional", action="store_true",
+                    help="run without DC traffic where the devices have no DC (default: fail)")
     o = ap.parse_args()
     build = Path(o.build).resolve()
     ibemu = str(build / "bin" / "ibemu")
@@ -75,8 +78,12 @@ def main():
         for i in range(o.pairs):
             port = free_tcp_port()
             common = ["-p", str(port), "-q", str(o.qps), "-t", str(o.seconds)]
+            if o.dc_optional:
+                common.append("-o")
             for side, extra in (("ibemu0", []), ("ibemu1", ["localhost"])):
                 seed = str(o.seed * 1000 + 2 * i + len(extra))
+                # `ibemu run` puts ibemu's libmlx5 first, which gives the
+                # workers DC on the emulated devices.
                 cmd = [ibemu, "run", "--", worker, "-d", side, "-r", seed, *common, *extra]
                 procs.append((f"pair {i} {side}", subprocess.Popen(
                     cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
@@ -106,6 +113,9 @@ def main():
                 for cause, n in p["counters"]["drops"].items():
                     drops[cause] = drops.get(cause, 0) + n
         ops = sum(r["ops"] for r in reports)
+        dc_ops = sum(r["dc_ops"] for r in reports)
+        if reports and not o.dc_optional and dc_ops == 0:
+            failures.append("no DC traffic")
         seconds = max((r["seconds"] for r in reports), default=o.seconds) or 1
         summary = {
             "processes": 2 * o.pairs,
@@ -120,14 +130,20 @@ def main():
             "atomics": sum(r["atomics"] for r in reports),
             "datagrams_sent": sum(r["datagrams_sent"] for r in reports),
             "datagrams_received": sum(r["datagrams_received"] for r in reports),
+            "dc_ops": dc_ops,
+            "dc_ops_per_s": round(dc_ops / seconds),
+            "dc_sends": sum(r["dc_sends"] for r in reports),
+            "dc_reads": sum(r["dc_reads"] for r in reports),
+            "dc_bytes": sum(r["dc_bytes"] for r in reports),
             "faults": o.faults,
             "packets_lost_to_faults": drops.get("link_faults", 0),
             "daemon_rss_kib": [rss_before, rss_after],
             "failures": failures,
         }
         print(json.dumps(summary))
-        print(f"soak: {2 * o.pairs} processes x {o.qps} RC QPs (+1 UD each), {seconds:.0f} s, "
-              f"{summary['rc_ops_per_s']} RC ops/s, {summary['packets_lost_to_faults']} packets "
+        print(f"soak: {2 * o.pairs} processes x {o.qps} RC QPs (+1 UD, 1 DCI, 1 DCT each), "
+              f"{seconds:.0f} s, {summary['rc_ops_per_s']} RC ops/s, "
+              f"{summary['dc_ops_per_s']} DC ops/s, {summary['packets_lost_to_faults']} packets "
               f"lost to faults: " + ("nothing lost, duplicated or corrupted" if not failures
                                      else f"{len(failures)} FAILURE(S)"))
         for f in failures:
