@@ -1,9 +1,14 @@
 # ibemu's entry points. `make setup` is the first command of the README: it
 # installs what is missing (Debian packages), builds, starts the emulated
 # fabric and runs a real verbs program across two emulated HCAs.
-BUILD ?= build
+comma := ,
+# `make test` builds and tests with ASan and UBSan unless SANITIZE says
+# otherwise (SANITIZE= for a plain build, SANITIZE=thread for TSan); every
+# other target builds without sanitizers. A sanitized build has its own
+# directory: build-address-undefined, build-thread.
+test: SANITIZE ?= address,undefined
+BUILD ?= build$(if $(SANITIZE),-$(subst $(comma),-,$(SANITIZE)))
 JOBS ?= $(shell nproc)
-SANITIZE ?=
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 SOAK_PAIRS ?= 4
@@ -21,10 +26,11 @@ setup: deps build demo
 deps:
 	@scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(SANITIZE),-DIBEMU_SANITIZE=$(SANITIZE))
-
-build: $(BUILD)/CMakeCache.txt
+# Configured on first use; BUILD is not known when make reads the rules
+# (it depends on the target's SANITIZE), so the check is in the recipe.
+build:
+	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		$(if $(SANITIZE),-DIBEMU_SANITIZE=$(SANITIZE))
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build

@@ -35,6 +35,14 @@ std::string prepend(const char* name, const std::string& value) {
   if (existing.rfind(value, 0) == 0) return existing;
   return value + ":" + existing;
 }
+
+// A sanitized build's provider needs its sanitizer's runtime loaded first in
+// every program, including those built without it.
+std::string preloads(const std::string& lib) {
+  std::string shim = lib + "/libibemu-preload.so";
+  std::string runtime = IBEMU_SANITIZER_RUNTIME;
+  return runtime.empty() ? shim : runtime + ":" + shim;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> emulation_environment(
@@ -47,7 +55,7 @@ std::vector<std::pair<std::string, std::string>> emulation_environment(
       {"SYSFS_PATH", paths.sysfs()},
       // libibverbs appends -rdmav34.so to this path.
       {"RDMAV_DRIVERS", lib + "/libibemu"},
-      {"LD_PRELOAD", prepend("LD_PRELOAD", lib + "/libibemu-preload.so")},
+      {"LD_PRELOAD", prepend("LD_PRELOAD", preloads(lib))},
       // librdmacm.so.1 in user space, found before the system's.
       {"LD_LIBRARY_PATH", prepend("LD_LIBRARY_PATH", lib + "/compat")},
   };

@@ -15,6 +15,36 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
 
 
+def sanitizer_setting(name):
+    """IBEMU_SANITIZE (the sanitizers) or IBEMU_SANITIZER_RUNTIME (the runtime
+    their libraries need loaded first) of the build under test, from
+    BUILD/sanitizers.sh (written by CMake); "" for a plain build."""
+    try:
+        text = (BUILD / "sanitizers.sh").read_text()
+    except FileNotFoundError:
+        return ""
+    m = re.search(rf"^{name}='(.*)'$", text, re.M)
+    return m.group(1) if m else ""
+
+
+def sanitizer_runtime():
+    return sanitizer_setting("IBEMU_SANITIZER_RUNTIME")
+
+
+def skip_where_tsan_cannot_run(cmd):
+    """ThreadSanitizer's runtime, preloaded into a program built without it,
+    crashes the program at its first setjmp: dash, bash and python3 cannot
+    run on a TSan build's provider. A test that needs one of them is skipped
+    on such a build (the ASan and plain builds run it)."""
+    if "thread" not in sanitizer_setting("IBEMU_SANITIZE"):
+        return
+    prog = os.path.realpath(shutil.which(cmd[0]) or cmd[0])
+    with open(prog, "rb") as f:
+        script = f.read(2) == b"#!"
+    if script or os.path.basename(prog).startswith(("python", "bash", "dash")):
+        pytest.skip(f"{cmd[0]} cannot host ThreadSanitizer's runtime")
+
+
 def free_tcp_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -69,10 +99,12 @@ class Fabric:
         return env
 
     def run(self, cmd, timeout=120, check=False):
+        skip_where_tsan_cannot_run(cmd)
         return subprocess.run(cmd, env=self.env(), timeout=timeout, capture_output=True,
                               text=True, check=check)
 
     def spawn(self, cmd):
+        skip_where_tsan_cannot_run(cmd)
         return subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 

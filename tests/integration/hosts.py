@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fabric, run_pair, tcp_listening
+from conftest import Fabric, run_pair, skip_where_tsan_cannot_run, tcp_listening
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
@@ -58,10 +58,12 @@ class Host(Fabric):
                               timeout=timeout, capture_output=True, text=True)
 
     def run(self, cmd, timeout=120, check=False):
+        skip_where_tsan_cannot_run(cmd)
         return subprocess.run(self.wrap(cmd), env=self.env(), timeout=timeout,
                               capture_output=True, text=True, check=check)
 
     def spawn(self, cmd):
+        skip_where_tsan_cannot_run(cmd)
         return subprocess.Popen(self.wrap(cmd), env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, sanitizer_runtime
 
 SYSTEM_LIB = Path("/usr/lib/x86_64-linux-gnu/libmlx5.so.1")
 COMPAT_DIR = BUILD / "lib" / "compat"
@@ -64,7 +64,10 @@ needs_system_lib = pytest.mark.skipif(not SYSTEM_LIB.exists(),
 
 
 def compat_env():
-    return dict(os.environ, LD_LIBRARY_PATH=str(COMPAT_DIR), LD_BIND_NOW="1")
+    env = dict(os.environ, LD_LIBRARY_PATH=str(COMPAT_DIR), LD_BIND_NOW="1")
+    if sanitizer_runtime():
+        env["LD_PRELOAD"] = sanitizer_runtime()
+    return env
 
 
 @needs_system_lib

@@ -12,6 +12,18 @@ PASSED=0
 FAILED=0
 OUT=/tmp/check.out
 unset IBEMU_RUNTIME_DIR XDG_RUNTIME_DIR
+# A sanitized build: its runtime goes first into every program (they load the
+# installed, instrumented provider) and its reports are checked at the end.
+IBEMU_SANITIZER_RUNTIME=
+[ -f "$BUILD/sanitizers.sh" ] && . "$BUILD/sanitizers.sh"
+REPORTS=/tmp/sanitizer-reports
+if [ -n "$IBEMU_SANITIZER_RUNTIME" ]; then
+  mkdir -p "$REPORTS"
+  export LD_PRELOAD=$IBEMU_SANITIZER_RUNTIME
+  export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=0"
+  export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
+  export TSAN_OPTIONS="log_path=$REPORTS/tsan:halt_on_error=1"
+fi
 
 # check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure.
 check() {
@@ -196,5 +208,8 @@ if command -v opensm > /dev/null; then
 fi
 check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
 
+if [ -n "$IBEMU_SANITIZER_RUNTIME" ]; then
+  check "no sanitizer reports" sh -c "cat $REPORTS/* 2>/dev/null; [ -z \"\$(ls $REPORTS)\" ]"
+fi
 echo "ibemu kernel test ($KVER): $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

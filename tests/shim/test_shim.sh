@@ -16,6 +16,8 @@ if [ ! -f "$lib" ]; then
   echo "missing $lib (build the ibemu-preload target first)" >&2
   exit 2
 fi
+# A sanitized shim needs its sanitizer's runtime loaded before it.
+preload=${SANITIZER_PRELOAD:+$SANITIZER_PRELOAD:}$lib
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -72,8 +74,8 @@ mkdir -p "$tree/dev/infiniband" "$tree/class/infiniband_x"
 : >"$tree/dev/infiniband/umad0"
 
 # Every command below runs with a clean RDMA environment.
-shim() { env -u SYSFS_PATH -u RDMAV_DRIVERS LD_PRELOAD="$lib" IBEMU_SYSFS="$tree" "$@"; }
-noshim() { env -u SYSFS_PATH -u RDMAV_DRIVERS -u IBEMU_SYSFS LD_PRELOAD="$lib" "$@"; }
+shim() { env -u SYSFS_PATH -u RDMAV_DRIVERS LD_PRELOAD="$preload" IBEMU_SYSFS="$tree" "$@"; }
+noshim() { env -u SYSFS_PATH -u RDMAV_DRIVERS -u IBEMU_SYSFS LD_PRELOAD="$preload" "$@"; }
 
 # have TOOL: whether TOOL is installed; says so when it is not, so that
 # the script also runs on machines with only part of rdma-core's tools.
@@ -149,7 +151,7 @@ expect "coreutils realpath" /sys/class/infiniband/fake0 shim realpath /sys/class
 expect_grep "ls -l of a device directory" ' node_guid$' shim ls -l /sys/class/infiniband/fake0
 expect "head reads node_type" "1: CA" shim head -n1 /sys/class/infiniband/fake0/node_type
 expect "relative IBEMU_SYSFS is pinned for child processes" 0002:c903:0000:1234 \
-  bash -c "cd '$tree/..' && env -u SYSFS_PATH LD_PRELOAD='$lib' IBEMU_SYSFS=sysfs \
+  bash -c "cd '$tree/..' && env -u SYSFS_PATH LD_PRELOAD='$preload' IBEMU_SYSFS=sysfs \
     sh -c 'cd / && cat /sys/class/infiniband/fake0/node_guid'"
 
 # --- /dev/infiniband ----------------------------------------------------------
@@ -187,7 +189,7 @@ if have ibv_devices; then
     if [ $mode = redirect ]; then
       out=$(shim ibv_devices 2>&1)
     else
-      out=$(env SYSFS_PATH="$tree" LD_PRELOAD="$lib" IBEMU_SYSFS="$tree" ibv_devices 2>&1)
+      out=$(env SYSFS_PATH="$tree" LD_PRELOAD="$preload" IBEMU_SYSFS="$tree" ibv_devices 2>&1)
     fi
     rc=$?
     if [ $rc -lt 128 ] && printf '%s\n' "$out" | grep -q 'device'; then

@@ -32,6 +32,7 @@ inline uint64_t execute_atomic(uint8_t opcode, const wire::AtomicEth& a, uint64_
 inline bool execute_atomic(uint8_t opcode, const wire::AtomicEth& a, const MemorySpan& span,
                            uint64_t* orig) noexcept {
   if (!span.on_device()) {
+    DmaScope dma;
     *orig = execute_atomic(opcode, a, reinterpret_cast<uint64_t*>(span.addr));
     return true;
   }

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 
+#include "transport/engine/dma_access.h"
+
 namespace ibemu::engine {
 
 class DeviceMemory {
@@ -32,14 +34,14 @@ struct MemorySpan {
   bool on_device() const noexcept { return device != nullptr; }
   bool write(size_t offset, const void* from, size_t n) const noexcept {
     if (!device) {
-      std::memcpy(addr + offset, from, n);
+      dma_copy(addr + offset, from, n);
       return true;
     }
     return device->write(reinterpret_cast<uint64_t>(addr) + offset, from, n);
   }
   bool read(size_t offset, void* to, size_t n) const noexcept {
     if (!device) {
-      std::memcpy(to, addr + offset, n);
+      dma_copy(to, addr + offset, n);
       return true;
     }
     return device->read(reinterpret_cast<uint64_t>(addr) + offset, to, n);

@@ -43,7 +43,7 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
   h.aeth.set_msn(path.msn);
   h.atomic_ack_eth.set_orig_data(atomic_orig);
   const size_t hlen = wire::write_headers(buf, h);
-  if (len) std::memcpy(buf + hlen, payload, len);
+  if (len) dma_copy(buf + hlen, payload, len);  // a READ response's comes from registered memory
   return wire::finalize_packet(buf, hlen, len, crcs);
 }
 
