@@ -41,7 +41,7 @@ class DmaScope {
     __tsan_ignore_thread_end();
   }
 #else
-  DmaScope() noexcept = default;
+  DmaScope() noexcept {}  // user-provided: a scope is not an unused variable
 #endif
   DmaScope(const DmaScope&) = delete;
   DmaScope& operator=(const DmaScope&) = delete;
