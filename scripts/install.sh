@@ -28,6 +28,16 @@ done
 for lib in "$BUILD"/lib/*.so; do install -m 0644 "$lib" "$home/lib/"; done
 cp -a "$BUILD/lib/compat/." "$home/lib/compat/"
 
+# The GoogleTest fixture (docs/gtest-fixture.md), for projects that test on
+# ibemu: -I$PREFIX/include -L$PREFIX/lib -libemu_gtest, or find_package(ibemu).
+if [ -f "$BUILD/lib/libibemu_gtest.a" ]; then
+  install -d "$DESTDIR$PREFIX/include/ibemu" "$DESTDIR$PREFIX/lib/cmake/ibemu"
+  install -m 0644 "$SRC/harness/gtest/include/ibemu/gtest_fabric.h" "$DESTDIR$PREFIX/include/ibemu/"
+  install -m 0644 "$BUILD/lib/libibemu_gtest.a" "$BUILD/lib/libibemu_gtest_main.a" \
+    "$DESTDIR$PREFIX/lib/"
+  install -m 0644 "$SRC/harness/gtest/cmake/ibemuConfig.cmake" "$DESTDIR$PREFIX/lib/cmake/ibemu/"
+fi
+
 install -d "$DESTDIR$PROVIDER_DIR" "$DESTDIR/etc/libibverbs.d"
 install -m 0644 "$BUILD/lib/libibemu-rdmav34.so" "$DESTDIR$PROVIDER_DIR/libibemu-rdmav34.so"
 echo "driver ibemu" > "$DESTDIR/etc/libibverbs.d/ibemu.driver"

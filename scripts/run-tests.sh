@@ -61,6 +61,11 @@ esac
 echo "== integration tests (pytest, real rdma-core programs)"
 IBEMU_BUILD="$BUILD" /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration || status=1
 sanitizer_reports "integration tests" || status=1
+echo "== test harness for users (pytest-ibemu's tests, examples/rdma-retry)"
+IBEMU_BUILD="$BUILD" PYTHONPATH=harness/pytest-ibemu/src /usr/bin/python3 -m pytest -v \
+  -p no:cacheprovider -p pytest_ibemu.plugin harness/pytest-ibemu/tests || status=1
+examples/rdma-retry/run-tests.sh "$BUILD" || status=1
+sanitizer_reports "test harness" || status=1
 echo "== fuzzing (libFuzzer with ASan and UBSan, ${FUZZ_SECONDS:-10} s per target)"
 if command -v clang >/dev/null 2>&1; then
   scripts/fuzz.sh "${FUZZ_BUILD:-build-fuzz}" "${FUZZ_SECONDS:-10}" || status=1

@@ -1,18 +1,28 @@
 """Fixtures for ibemu's integration tests: a private emulated fabric per test
 module, and helpers that run real rdma-core programs against it."""
-import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
+
+# These tests use the pytest plugin ibemu ships for its users
+# (harness/pytest-ibemu): its fabrics, fixtures and failure reports. Loaded
+# from the source tree unless it is installed (then pytest has it already).
+sys.path.insert(0, str(REPO / "harness" / "pytest-ibemu" / "src"))
+from pytest_ibemu import fabric as harness  # noqa: E402
+
+if not any(ep.name == "ibemu" for ep in entry_points(group="pytest11")):
+    pytest_plugins = ["pytest_ibemu.plugin"]
 
 
 def sanitizer_setting(name):
@@ -68,45 +78,32 @@ def tcp_listening(port, proc="/proc/self"):
     return False
 
 
-class Fabric:
-    """One host's emulated fabric in a private runtime directory."""
+class Fabric(harness.Fabric):
+    """One host's emulated fabric in a private runtime directory: the
+    plugin's Fabric, started the way most of these tests want it (`ibemu up`
+    with the default configuration; a test that needs another writes it and
+    calls `ibemu up --config` itself)."""
 
-    def __init__(self, runtime_dir: Path):
+    def __init__(self, runtime_dir: Path, wrap=()):
+        super().__init__(BUILD / "bin" / "ibemu", runtime_dir.parent, wrap=wrap,
+                         name=runtime_dir.name)
         self.runtime_dir = runtime_dir
-        self.ibemu_bin = str(BUILD / "bin" / "ibemu")
-
-    def ibemu(self, *args, check=True, timeout=60):
-        env = dict(os.environ, IBEMU_RUNTIME_DIR=str(self.runtime_dir))
-        return subprocess.run([self.ibemu_bin, *args], env=env, check=check, timeout=timeout,
-                              capture_output=True, text=True)
 
     def up(self, sm=True):
-        args = ["up"] if sm else ["up", "--no-sm"]
-        return self.ibemu(*args)
+        return self.ibemu(*(["up"] if sm else ["up", "--no-sm"]))
 
-    def down(self):
-        return self.ibemu("down", check=False)
-
-    def status(self):
-        return json.loads(self.ibemu("status", "--json").stdout)
-
-    def env(self):
-        out = self.ibemu("env").stdout
-        env = dict(os.environ)
-        for line in out.splitlines():
-            name, _, value = line.removeprefix("export ").partition("=")
-            env[name] = value.strip("'")
-        return env
+    def down(self, stop_programs=False):
+        """As the plugin's, but these tests wait for their programs themselves
+        and often watch them outlive the daemon."""
+        return super().down(stop_programs)
 
     def run(self, cmd, timeout=120, check=False):
         skip_where_tsan_cannot_run(cmd)
-        return subprocess.run(cmd, env=self.env(), timeout=timeout, capture_output=True,
-                              text=True, check=check)
+        return super().run(cmd, timeout=timeout, check=check)
 
     def spawn(self, cmd):
         skip_where_tsan_cannot_run(cmd)
-        return subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        return super().spawn(cmd)
 
     def listening(self, proc, port):
         """Whether the server `proc` listens on TCP `port` yet."""
@@ -116,14 +113,6 @@ class Fabric:
         """The pid of the subnet manager attached to the daemon, or 0."""
         sm = self.status().get("sm")
         return sm["pid"] if sm else 0
-
-    def logs(self):
-        text = ""
-        for name in ("ibemud.log", "ibemu-sm.log"):
-            p = self.runtime_dir / name
-            if p.exists():
-                text += f"--- {name}\n{p.read_text()[-4000:]}\n"
-        return text
 
 
 def stack_dump(proc):
@@ -228,7 +217,7 @@ def fabric(tmp_path_factory):
     f = Fabric(runtime)
     f.up()
     yield f
-    f.down()
+    f.down(stop_programs=True)
 
 
 @pytest.fixture
@@ -236,4 +225,4 @@ def fresh_fabric(tmp_path):
     """A fabric whose SM the test starts itself (ports begin INIT)."""
     f = Fabric(tmp_path / "rt")
     yield f
-    f.down()
+    f.down(stop_programs=True)

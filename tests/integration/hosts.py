@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fabric, run_pair, skip_where_tsan_cannot_run, tcp_listening
+from conftest import Fabric, run_pair, tcp_listening
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
@@ -45,27 +45,9 @@ class Host(Fabric):
     """One emulated host: a namespace with its own ibemud."""
 
     def __init__(self, ns: str, address: str, runtime_dir: Path):
-        super().__init__(runtime_dir)
+        super().__init__(runtime_dir, wrap=["ip", "netns", "exec", ns])
         self.ns = ns
         self.address = address
-
-    def wrap(self, cmd):
-        return ["ip", "netns", "exec", self.ns, *cmd]
-
-    def ibemu(self, *args, check=True, timeout=60):
-        env = dict(os.environ, IBEMU_RUNTIME_DIR=str(self.runtime_dir))
-        return subprocess.run(self.wrap([self.ibemu_bin, *args]), env=env, check=check,
-                              timeout=timeout, capture_output=True, text=True)
-
-    def run(self, cmd, timeout=120, check=False):
-        skip_where_tsan_cannot_run(cmd)
-        return subprocess.run(self.wrap(cmd), env=self.env(), timeout=timeout,
-                              capture_output=True, text=True, check=check)
-
-    def spawn(self, cmd):
-        skip_where_tsan_cannot_run(cmd)
-        return subprocess.Popen(self.wrap(cmd), env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
 
     def write_config(self, fabric):
         path = self.runtime_dir.parent / f"{self.ns}.json"
@@ -76,9 +58,6 @@ class Host(Fabric):
         cfg = self.write_config(fabric)
         args = ["up", "--config", str(cfg), *extra] + ([] if sm else ["--no-sm"])
         return self.ibemu(*args)
-
-    def ports(self):
-        return [p for d in self.status()["devices"] for p in d["port_info"]]
 
     def listening(self, proc, port):
         return tcp_listening(port, f"/proc/{proc.pid}")
@@ -167,28 +146,25 @@ class Lab:
         deadline = time.time() + timeout
         while True:
             ports = [(h, p) for h in hosts for p in h.ports()]
-            lids = [p["lid"] for _, p in ports]
-            if all(p["state"] == "ACTIVE" for _, p in ports) and len(set(lids)) == len(lids):
+            lids = [p.lid for _, p in ports]
+            if all(p.state == "ACTIVE" for _, p in ports) and len(set(lids)) == len(lids):
                 return ports
             if time.time() > deadline:
                 pytest.fail("ports not all ACTIVE with distinct LIDs: "
-                            + str([(h.ns, p["state"], p["lid"]) for h, p in ports])
+                            + str([(h.ns, p.state, p.lid) for h, p in ports])
                             + "".join(h.logs() for h in hosts))
             time.sleep(0.1)
 
     def close(self):
         for h in self.hosts:
-            h.down()
+            h.down(stop_programs=True)
         for h in self.hosts:
             ip("netns", "del", h.ns, check=False)
         ip("netns", "del", self.hub, check=False)
 
 
 def lid_of(host, device="ibemu0", port=1):
-    for d in host.status()["devices"]:
-        if d["name"] == device:
-            return d["port_info"][port - 1]["lid"]
-    raise KeyError(device)
+    return host.port(f"{device}:{port}").lid
 
 
 def ibv_devinfo_guids(host):

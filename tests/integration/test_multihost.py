@@ -25,7 +25,7 @@ def lab(tmp_path_factory):
 def test_every_port_of_every_host_is_active_with_its_own_lid(lab):
     ports = lab.wait_all_active()
     assert len(ports) == 12
-    sm_lids = {p["sm_lid"] for _, p in ports}
+    sm_lids = {p.sm_lid for _, p in ports}
     assert sm_lids == {lid_of(lab.hosts[0])}
 
 

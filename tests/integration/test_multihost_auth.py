@@ -55,5 +55,5 @@ def test_a_host_with_another_secret_is_dropped_and_counted(lab):
     # of the subnet reaches its ports.
     assert not any(p["up"] for p in intruder.status()["fabric"]["peers"])
     assert intruder.status()["fabric"]["unauthenticated_drops"] > 0
-    assert all(p["state"] != "ACTIVE" for p in intruder.ports())
+    assert all(p.state != "ACTIVE" for p in intruder.ports())
     assert lid_of(a) and lid_of(b)

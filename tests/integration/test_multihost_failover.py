@@ -48,22 +48,22 @@ def test_one_master_the_other_host_stands_by(lab):
     assert sm_state(first) == "master"
     master_lid = lid_of(first)
     for h in lab.hosts[:2]:
-        assert all(p["sm_lid"] == master_lid for p in h.ports())
+        assert all(p.sm_lid == master_lid for p in h.ports())
 
 
 def test_the_standby_takes_over_and_new_hosts_still_join(lab):
     first, second, late = lab.hosts
-    before = {(h.ns, i): p["lid"] for h in lab.hosts[:2] for i, p in enumerate(h.ports())}
+    before = {(h.ns, i): p.lid for h in lab.hosts[:2] for i, p in enumerate(h.ports())}
     os.kill(first.sm_pid(), signal.SIGKILL)
     wait_for("the standby to become master", lambda: sm_state(second) == "master", lab,
              timeout=3 * POLL_S + 15)
     new_lid = lid_of(second)
     wait_for("every port to name the new master",
-             lambda: all(p["sm_lid"] == new_lid for h in lab.hosts[:2] for p in h.ports()), lab)
-    after = {(h.ns, i): p["lid"] for h in lab.hosts[:2] for i, p in enumerate(h.ports())}
+             lambda: all(p.sm_lid == new_lid for h in lab.hosts[:2] for p in h.ports()), lab)
+    after = {(h.ns, i): p.lid for h in lab.hosts[:2] for i, p in enumerate(h.ports())}
     assert after == before, "the new master keeps every LID"
     # A host that joins now is found by the new master; its own SM stands by.
     late.up_with(dict(FABRIC, bind=late.address, seed=first.address))
     lab.wait_all_active()
-    assert all(p["sm_lid"] == new_lid for p in late.ports())
+    assert all(p.sm_lid == new_lid for p in late.ports())
     wait_for("the late host's SM to stand by", lambda: sm_state(late) == "standby", lab)

@@ -55,7 +55,7 @@ def test_a_later_host_joins_and_every_member_finds_it(lab):
 def test_a_host_that_leaves_goes_down_and_comes_back_with_its_lids(lab):
     first, second, late = lab.hosts
     lab.wait_all_active()
-    lids = [p["lid"] for p in late.ports()]
+    lids = [p.lid for p in late.ports()]
     late.down()
     wait_for(lambda: late.address not in peers_up(first), "the seed still sees the host")
     wait_for(lambda: late.address not in peers_up(second), "a member still sees the host")
@@ -64,4 +64,4 @@ def test_a_host_that_leaves_goes_down_and_comes_back_with_its_lids(lab):
     lab.wait_all_active(lab.hosts[:2], timeout=5)
     late.up_with(dict(FABRIC, bind=late.address, seed=first.address), sm=False)
     lab.wait_all_active()
-    assert [p["lid"] for p in late.ports()] == lids
+    assert [p.lid for p in late.ports()] == lids
