@@ -83,7 +83,7 @@ def hosts_section():
     bandwidth next to raw UDP between the same namespaces."""
     sys.path.insert(0, str(REPO / "tests" / "integration"))
     import hosts  # noqa: E402 (the integration tests' namespace helpers)
-    why = hosts.namespaces_usable()
+    why = hosts.namespaces_unusable()
     print("\ntwo hosts (network namespaces, UDP between their daemons)\n")
     if why:
         print(f"skipped: {why}")

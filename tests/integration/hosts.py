@@ -5,40 +5,21 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import Fabric, run_pair, tcp_listening
+from pytest_ibemu.subnet import ip, namespaces_unusable
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
 
-def ip(*args, check=True):
-    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
-
-
-def namespaces_usable():
-    """Why the tests cannot make namespaces here, or None."""
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    if not shutil.which("ip"):
-        return "needs ip (iproute2)"
-    probe = f"ibemu-probe-{os.getpid()}"
-    r = ip("netns", "add", probe, check=False)
-    if r.returncode != 0:
-        return f"cannot create a network namespace: {r.stderr.strip()}"
-    ip("netns", "del", probe, check=False)
-    return None
-
-
 # Tests that need several namespaces: skipped, with the reason, where they
 # cannot be made.
-needs_namespaces = pytest.mark.skipif(namespaces_usable() is not None,
-                                      reason=str(namespaces_usable()))
+needs_namespaces = pytest.mark.skipif(namespaces_unusable() is not None,
+                                      reason=str(namespaces_unusable()))
 
 
 class Host(Fabric):
