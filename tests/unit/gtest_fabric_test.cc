@@ -60,18 +60,22 @@ class FabricRcPair : public ::testing::Test {
               0);
   }
 
-  void post_write(uint32_t length) {
+  // One signaled WR of `length` bytes from a's buffer; an RDMA WRITE lands
+  // at the start of b's.
+  void post_from_a(ibv_wr_opcode opcode, uint32_t length) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(a_.buf.data()), length, a_.mr->lkey};
     ibv_send_wr wr{};
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.opcode = opcode;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b_.buf.data());
     wr.wr.rdma.rkey = b_.mr->rkey;
     ibv_send_wr* bad = nullptr;
     ASSERT_EQ(ibv_post_send(a_.end.qp, &wr, &bad), 0);
   }
+
+  void post_write(uint32_t length) { post_from_a(IBV_WR_RDMA_WRITE, length); }
 
   void post_send_and_receive(uint32_t length) {
     ibv_sge rsge{reinterpret_cast<uintptr_t>(b_.buf.data()), length, b_.mr->lkey};
@@ -80,14 +84,7 @@ class FabricRcPair : public ::testing::Test {
     rwr.num_sge = 1;
     ibv_recv_wr* rbad = nullptr;
     ASSERT_EQ(ibv_post_recv(b_.end.qp, &rwr, &rbad), 0);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(a_.buf.data()), length, a_.mr->lkey};
-    ibv_send_wr wr{};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(a_.end.qp, &wr, &bad), 0);
+    post_from_a(IBV_WR_SEND, length);
   }
 
   // The sender's next completion; IBV_WC_GENERAL_ERR stands for "none came".
