@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, Fabric, pingpong_pair, rc_stream_until_cut
+from conftest import BUILD, Fabric, bulk_mib, pingpong_pair, rc_stream_until_cut
 
 RC_BULK = str(BUILD / "bin" / "rc_bulk")
 UD_LOSSY = str(Path(__file__).parent / "verbs_cases" / "ud_lossy.py")
@@ -37,9 +37,10 @@ def test_rc_moves_a_gigabyte_whole_over_a_lossy_link(lossy):
                 "5", "--seed", "11")
     assert port_status(lossy, "ibemu0", 1)["faults"]["drop_ppm"] == 50000
     # A 16 ms local ACK timeout: the emulated link delivers in microseconds.
-    r = lossy.run([RC_BULK, "-m", "1024", "-t", "12"], timeout=600)
+    mib = bulk_mib(1024)
+    r = lossy.run([RC_BULK, "-m", str(mib), "-t", "12"], timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr + lossy.logs()
-    assert r.stdout.split("\n")[:2] == ["write 1024 MiB ok", "send 1024 MiB ok"], r.stdout
+    assert r.stdout.split("\n")[:2] == [f"write {mib} MiB ok", f"send {mib} MiB ok"], r.stdout
     drops = port_status(lossy, "ibemu0", 1)["counters"]["drops"]["link_faults"]
     assert drops > 1000, drops
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, free_tcp_port, rc_stream_until_cut
+from conftest import BUILD, bulk_mib, free_tcp_port, rc_stream_until_cut
 from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, needs_namespaces, run_across
 from test_capture import finish, start_capture, tshark
 
@@ -216,14 +216,15 @@ def test_a_gigabyte_over_a_lossy_link_between_hosts_arrives_whole(lab, tmp_path)
     cap = start_capture(a, pcap, "-i", "ibemu1:1", "-c", "5000")
     try:
         port = free_tcp_port()
-        common = ["-m", "1024", "-t", "12", "-p", str(port)]
+        mib = bulk_mib(1024)
+        common = ["-m", str(mib), "-t", "12", "-p", str(port)]
         server, client = run_across(a, [rc_bulk, *common, "-d", "ibemu1", "-S"], b,
                                     [rc_bulk, *common, "-d", "ibemu1", "-C", a.address], port,
                                     timeout=600)
     finally:
         a.ibemu("fault", "clear", "-i", "ibemu1:1")
     for out in (server, client):
-        assert "write 1024 MiB ok" in out and "send 1024 MiB ok" in out, out
+        assert f"write {mib} MiB ok" in out and f"send {mib} MiB ok" in out, out
     finish(cap)
     psns = tshark(pcap, "infiniband.bth.opcode", "infiniband.bth.psn")
     writes = [r[1] for r in psns if r[0] in ("6", "7", "8", "10")]  # RDMA WRITE *
