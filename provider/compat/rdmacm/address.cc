@@ -179,11 +179,13 @@ IBEMU_EXPORT int rdma_resolve_addr(rdma_cm_id* pub, sockaddr* src, sockaddr* dst
       // resolution gives up when its time is over.
       id->state = IdState::kAddrQuery;
       uint64_t generation = ++id->timer_generation;
-      lib->add_timer(std::chrono::milliseconds(std::max(timeout_ms, 1)), [id, generation] {
-        if (id->timer_generation != generation || id->state != IdState::kAddrQuery) return;
-        id->state = IdState::kIdle;
-        post_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
-      });
+      lib->add_timer(id, std::chrono::milliseconds(std::max(timeout_ms, 1)),
+                     [generation](CmId* id) {
+                       if (id->timer_generation != generation || id->state != IdState::kAddrQuery)
+                         return;
+                       id->state = IdState::kIdle;
+                       post_event(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
+                     });
     }
   }
   return id->sync ? wait_sync_event(id, RDMA_CM_EVENT_ADDR_RESOLVED) : 0;

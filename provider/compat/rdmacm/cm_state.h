@@ -108,6 +108,7 @@ struct Timer {
 
 struct CmId {
   rdma_cm_id pub{};
+  uint64_t serial = 0;  // tells this id from a later one at the same address
   Channel* channel = nullptr;
   bool sync = false;  // created with no channel: calls wait for their event
   IdState state = IdState::kIdle;
@@ -196,11 +197,17 @@ class Library {
   /// A new local communication ID from the endpoint's block.
   uint32_t new_comm_id(Endpoint& ep);
   CmId* id_by_comm_id(uint32_t comm_id);
-  void add_id(CmId* id) { ids.push_back(id); }
+  void add_id(CmId* id) {
+    id->serial = ++id_serial_;
+    ids.push_back(id);
+  }
   void remove_id(CmId* id);
   std::vector<CmId*> ids;
 
   void add_timer(Clock::duration after, std::function<void()> fire);
+  /// A timer of `id`'s: fire(id) runs unless the program destroyed the id
+  /// (rdma_destroy_id frees it) before it fires.
+  void add_timer(CmId* id, Clock::duration after, std::function<void(CmId*)> fire);
 
   /// Index of the device named `name`, or -1.
   int device_index(const std::string& name) const;
@@ -219,6 +226,7 @@ class Library {
 
   std::map<unsigned, std::unique_ptr<Endpoint>> endpoints_;
   std::vector<Timer> timers_;
+  uint64_t id_serial_ = 0;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 };

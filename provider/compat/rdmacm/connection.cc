@@ -73,22 +73,22 @@ void send_awaiting_answer(Library& lib, CmId* id, std::vector<uint8_t> mad) {
   id->retry_interval = cm_timeout(kCmResponseTimeout);
   send_to_peer(lib, id, id->pending_mad);
   uint64_t generation = ++id->timer_generation;
-  auto rearm = std::make_shared<std::function<void()>>();
-  *rearm = [&lib, id, generation, rearm] {
+  auto rearm = std::make_shared<std::function<void(CmId*)>>();
+  *rearm = [&lib, generation, rearm](CmId* id) {
     if (id->timer_generation != generation || id->pending_mad.empty()) return;
     if (id->retries_left-- <= 0) {
       on_give_up(lib, id);
       return;
     }
     send_to_peer(lib, id, id->pending_mad);
-    lib.add_timer(id->retry_interval, *rearm);
+    lib.add_timer(id, id->retry_interval, *rearm);
   };
-  lib.add_timer(id->retry_interval, *rearm);
+  lib.add_timer(id, id->retry_interval, *rearm);
 }
 
 void post_timewait_exit(Library& lib, CmId* id) {
   uint64_t generation = ++id->timer_generation;
-  lib.add_timer(kTimewait, [id, generation] {
+  lib.add_timer(id, kTimewait, [generation](CmId* id) {
     if (id->timer_generation == generation && id->state == IdState::kDisconnected)
       post_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
   });

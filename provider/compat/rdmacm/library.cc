@@ -206,6 +206,14 @@ void Library::add_timer(Clock::duration after, std::function<void()> fire) {
   wake();
 }
 
+void Library::add_timer(CmId* id, Clock::duration after, std::function<void(CmId*)> fire) {
+  add_timer(after, [this, id, serial = id->serial, fire = std::move(fire)] {
+    // Only a live id is dereferenced; the serial tells a new id that took
+    // the freed one's address.
+    if (std::find(ids.begin(), ids.end(), id) != ids.end() && id->serial == serial) fire(id);
+  });
+}
+
 void Library::wake() {
   uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
