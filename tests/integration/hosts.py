@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Fabric, run_pair, tcp_listening
-from pytest_ibemu.subnet import ip, namespaces_unusable
+from pytest_ibemu.subnet import add_cabled_namespace, ip, namespaces_unusable
 
 SUBNET = "10.231.0"  # private addresses, inside the test's namespaces only
 
@@ -104,14 +104,7 @@ class Lab:
 
     def add_host(self, i):
         ns = f"{self.prefix}h{i}"
-        veth = f"{self.prefix}v{i}"
-        ip("netns", "add", ns)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        ip("link", "set", veth, "netns", self.hub)
-        ip("-n", self.hub, "link", "set", veth, "master", "br0", "up")
-        ip("-n", ns, "addr", "add", f"{SUBNET}.{i}/24", "dev", "eth0")
-        ip("-n", ns, "link", "set", "eth0", "up")
-        ip("-n", ns, "link", "set", "lo", "up")
+        add_cabled_namespace(ns, f"{self.prefix}v{i}", self.hub, f"{SUBNET}.{i}")
         runtime = self.root / f"h{i}" / "rt"
         runtime.parent.mkdir(parents=True, exist_ok=True)
         host = Host(ns, f"{SUBNET}.{i}", runtime)

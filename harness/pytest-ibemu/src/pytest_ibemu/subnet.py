@@ -24,6 +24,18 @@ def ip(*args, check=True):
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
 
 
+def add_cabled_namespace(ns, veth, hub, address):
+    """Network namespace `ns` whose eth0 (`address`/24) is cabled by veth
+    pair `veth` to the bridge br0 of namespace `hub`."""
+    ip("netns", "add", ns)
+    ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+    ip("link", "set", veth, "netns", hub)
+    ip("-n", hub, "link", "set", veth, "master", "br0", "up")
+    ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+    ip("-n", ns, "link", "set", "eth0", "up")
+    ip("-n", ns, "link", "set", "lo", "up")
+
+
 def namespaces_unusable():
     """Why hosts cannot be namespaces here, or None."""
     if os.geteuid() != 0:
@@ -137,15 +149,9 @@ class Subnet:
     def _add_namespace(self, i, address):
         """Namespace i, cabled to the hub's bridge; returns the command
         prefix that runs a program inside it."""
-        ns, veth = f"{self._prefix}h{i}", f"{self._prefix}v{i}"
-        ip("netns", "add", ns)
+        ns = f"{self._prefix}h{i}"
         self._namespaces.append(ns)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        ip("link", "set", veth, "netns", self._hub)
-        ip("-n", self._hub, "link", "set", veth, "master", "br0", "up")
-        ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
-        ip("-n", ns, "link", "set", "eth0", "up")
-        ip("-n", ns, "link", "set", "lo", "up")
+        add_cabled_namespace(ns, f"{self._prefix}v{i}", self._hub, address)
         return ("ip", "netns", "exec", ns)
 
     def wait_all_active(self, timeout=30):
