@@ -94,6 +94,9 @@ struct StatePage {
   std::atomic<uint32_t> forced_nak_entries;      // non-zero: look at forced_naks
   uint32_t reserved3;
   ForcedNakView forced_naks[kMaxForcedNaks];  // under `seq`
+  /// Bumped by the daemon when `ibemu status` wants every context's objects:
+  /// each provider answers in its snapshot page (common/snapshot_page.h).
+  std::atomic<uint64_t> snapshot_request;
 
   /// Copies one link's faults consistently (seqlock read).
   LinkFaultView read_faults(int dev, int port_index) const {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/capture_record.h"
 #include "common/hex.h"
@@ -100,6 +101,7 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   server_.stop();
+  status_timer_.cancel();
   // After the server: a request of the fabric's receive thread in flight
   // ends with its session.
   if (fabric_) fabric_->stop();
@@ -149,7 +151,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
       return error_reply(EPERM, op + " is for the daemon's owner or root");
     if (op == "hello") return do_hello(s, req, fds_out);
     if (op == "devices") return do_devices();
-    if (op == "status") return do_status();
+    if (op == "status") return do_status(s, req);
     if (op == "register_inbox") return do_register_inbox(s, fds_in);
     if (op == "open_context") return do_open_context(s, req, fds_in);
     if (op == "close_context") return do_close_context(s, req);
@@ -191,6 +193,7 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   Client& c = it->second;
   size_t freed = qps_.release_all(s.id);
   for (uint64_t id : c.counter_ids) counters_.remove(id);
+  snapshots_.remove_session(s.id);
   mcast_.leave_all(s.id);
   capture_.end_all(s.id);
   xrcds_.close_all(s.id);
@@ -266,7 +269,7 @@ Json Daemon::do_devices() {
   return reply;
 }
 
-Json Daemon::do_status() {
+Json Daemon::status_reply() {
   Json reply = do_devices();
   reply["fabric"] = fabric_status();
   reply["kernel"] = {{"registered", kernel_.active()},
@@ -300,10 +303,7 @@ Json Daemon::do_status() {
   for (auto& s : server_.sessions()) {
     auto it = clients_.find(s.id);
     if (it == clients_.end()) continue;
-    procs.push_back({{"pid", s.pid},
-                     {"role", s.role},
-                     {"contexts", it->second.contexts},
-                     {"qps", qps_.count(s.id)}});
+    procs.push_back(process_json(s, it->second));
   }
   reply["processes"] = procs;
   reply["ip_addresses"] = do_ip_addresses()["addresses"];
@@ -344,6 +344,10 @@ Json Daemon::do_status() {
   return reply;
 }
 
+Json Daemon::process_json(const SessionInfo& s, const Client& c) const {
+  return {{"pid", s.pid}, {"role", s.role}, {"contexts", c.contexts}, {"qps", qps_.count(s.id)}};
+}
+
 Json Daemon::do_register_inbox(SessionInfo& s, std::vector<int>& fds_in) {
   if (fds_in.size() != 1) return error_reply(EINVAL, "register_inbox needs one memfd");
   Client& c = client_of(s);
@@ -353,22 +357,26 @@ Json Daemon::do_register_inbox(SessionInfo& s, std::vector<int>& fds_in) {
   return ok_reply();
 }
 
-// A context may bring its counter page (a memfd the provider counts into).
+// A context may bring its counter page (a memfd the provider counts into)
+// and then its snapshot page (what it answers `status` with).
 Json Daemon::do_open_context(SessionInfo& s, const Json& req, std::vector<int>& fds_in) {
   const int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
   CounterPage page;
-  if (fds_in.size() == 1) {
-    if (int err = page.attach_read_only(fds_in[0])) {
-      fds_in.clear();  // the page owns (and closed) it
-      return error_reply(err, "cannot map the counter page");
-    }
-    fds_in.clear();
+  SnapshotPage snapshot_page;
+  if (fds_in.size() > 2) return error_reply(EINVAL, "open_context takes at most two pages");
+  // Each page owns (and closes) the fd it is given; the server closes the rest.
+  if (!fds_in.empty()) {
+    int err = page.attach_read_only(std::exchange(fds_in[0], -1));
+    if (!err && fds_in.size() == 2)
+      err = snapshot_page.attach_read_only(std::exchange(fds_in[1], -1));
+    if (err) return error_reply(err, "cannot map the counter or snapshot page");
   }
   Client& c = client_of(s);
   ++c.contexts;
   const uint64_t id = counters_.add(d, std::move(page));
   c.counter_ids.push_back(id);
+  if (snapshot_page.attached()) snapshots_.add(id, s.id, d, std::move(snapshot_page));
   Json reply = ok_reply();
   reply["context"] = id;
   return reply;
@@ -382,6 +390,7 @@ Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
   auto it = std::find(c.counter_ids.begin(), c.counter_ids.end(), id);
   if (it != c.counter_ids.end()) {
     counters_.remove(id);
+    snapshots_.remove(id);
     c.counter_ids.erase(it);
   }
   return ok_reply();

@@ -10,6 +10,7 @@
 #include "common/runtime_paths.h"
 #include "emulator-daemon/capture_service.h"
 #include "emulator-daemon/cm_port_space.h"
+#include "emulator-daemon/context_snapshots.h"
 #include "emulator-daemon/control_server.h"
 #include "emulator-daemon/fabric_link.h"
 #include "emulator-daemon/ip_addresses.h"
@@ -61,7 +62,15 @@ class Daemon : public RequestHandler {
 
   Json do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out);
   Json do_devices();
-  Json do_status();
+  /// With "details": asks every context for its objects and answers once
+  /// those the asker may see answered, or after kSnapshotWait
+  /// (daemon_inspection.cc).
+  Json do_status(SessionInfo& s, const Json& req);
+  Json status_reply();
+  /// A process entry of `status`.
+  Json process_json(const SessionInfo& s, const Client& c) const;
+  Json status_with_details(const SessionInfo& asker, uint64_t request);
+  void watch_pending_statuses();
   Json do_register_inbox(SessionInfo& s, std::vector<int>& fds_in);
   Json do_open_context(SessionInfo& s, const Json& req, std::vector<int>& fds_in);
   Json do_close_context(SessionInfo& s, const Json& req);
@@ -145,6 +154,15 @@ class Daemon : public RequestHandler {
     std::shared_ptr<boost::asio::steady_timer> timer;
   };
   std::vector<PendingSmp> pending_smps_;
+  ContextSnapshots snapshots_;
+  struct PendingStatus {
+    SessionInfo asker;
+    uint64_t request = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<PendingStatus> pending_statuses_;
+  boost::asio::steady_timer status_timer_{io_};
+  bool status_timer_armed_ = false;
   std::function<void()> on_stop_;
   bool stopped_ = false;
 };

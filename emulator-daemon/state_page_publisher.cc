@@ -112,4 +112,8 @@ int StatePagePublisher::reader_fd() const noexcept {
   return open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
+uint64_t StatePagePublisher::request_snapshots() noexcept {
+  return page_->snapshot_request.fetch_add(1, std::memory_order_release) + 1;
+}
+
 }  // namespace ibemu

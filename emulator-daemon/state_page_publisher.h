@@ -24,6 +24,8 @@ class StatePagePublisher {
   void set_forced_naks(const std::vector<ForcedNakView>& entries) noexcept;
   /// A read-only fd for clients (a fresh O_RDONLY open of the memfd).
   int reader_fd() const noexcept;
+  /// Asks every context for a snapshot; returns the request's number.
+  uint64_t request_snapshots() noexcept;
   uint64_t epoch() const { return page_->daemon_epoch.load(); }
 
  private:

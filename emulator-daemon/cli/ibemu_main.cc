@@ -25,6 +25,8 @@
 #include "emulator-daemon/cli/daemon_session.h"
 #include "emulator-daemon/cli/environment.h"
 #include "emulator-daemon/cli/fault_command.h"
+#include "emulator-daemon/cli/inspection_view.h"
+#include "emulator-daemon/cli/top_command.h"
 #include "emulator-daemon/cli/topology_command.h"
 
 namespace {
@@ -272,7 +274,7 @@ void print_subnet_managers(const Json& status) {
 
 int cmd_status(const Options& o) {
   Json reply;
-  if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
+  if (!query(o.runtime_dir, {{"op", "status"}, {"details", true}}, &reply))
     return fail(ibemu::daemon_not_running_message(ibemu::RuntimePaths{o.runtime_dir}.socket()));
   if (o.json) {
     std::cout << reply.dump(2) << "\n";
@@ -311,11 +313,7 @@ int cmd_status(const Options& o) {
                                dev["gpu_memory"]["bytes"].get<uint64_t>());
   }
   if (reply.contains("fabric")) print_fabric(reply["fabric"]);
-  std::cout << "processes:\n";
-  for (auto& p : reply["processes"])
-    if (p["role"] == "provider")
-      std::cout << fmt::format("  pid {:<8} contexts {:<3} QPs {}\n", p["pid"].get<int>(),
-                               p["contexts"].get<int>(), p["qps"].get<int>());
+  ibemu::print_processes(std::cout, reply);
   std::cout << fmt::format("QPs in use: {}\n", reply["qps"].get<int>());
   print_cm_ports(reply);
   if (reply.contains("mads")) {
@@ -382,6 +380,15 @@ int main(int argc, char** argv) {
   app.add_subcommand("down", "stop ibemu-sm and ibemud");
   auto* status = app.add_subcommand("status", "devices, ports, LIDs, processes, QPs");
   status->add_flag("--json", o.json, "machine-readable output");
+  ibemu::TopOptions top_options;
+  auto* top = app.add_subcommand("top", "live port rates and QP states, refreshed in place");
+  top->add_option("-i,--interval", top_options.interval, "seconds between refreshes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  top->add_option("-n,--count", top_options.count, "show this many frames, then exit")
+      ->check(CLI::NonNegativeNumber);
+  top->add_flag_callback(
+      "--once", [&top_options] { top_options.count = 1; }, "show one frame and exit");
   app.add_subcommand("env", "print the environment of no-kernel mode (eval \"$(ibemu env)\")");
   auto* run = app.add_subcommand("run", "run a program on the emulated HCAs");
   ibemu::FaultOptions fault;
@@ -462,6 +469,7 @@ int main(int argc, char** argv) {
     if (*up) return cmd_up(o);
     if (app.got_subcommand("down")) return cmd_down(o);
     if (*status) return cmd_status(o);
+    if (*top) return ibemu::top_command(o.runtime_dir, top_options);
     if (app.got_subcommand("env")) return cmd_env(o);
     if (*run) return cmd_run(o);
     if (*capture) return ibemu::capture_command(o.runtime_dir, cap);

@@ -142,14 +142,15 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   }
   close(inbox_dup);
   if (int err = counters_.create()) return err;
-  int counters_dup = dup(counters_.fd());
-  if (daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply,
-                      {counters_dup}) ||
-      !reply.value("ok", false)) {
-    close(counters_dup);
-    return EIO;
-  }
-  close(counters_dup);
+  // Without a snapshot page the context still works; status just shows
+  // none of its objects.
+  std::vector<int> pages = {dup(counters_.fd())};
+  if (snapshot_page_.create() == 0) pages.push_back(dup(snapshot_page_.fd()));
+  const bool opened =
+      daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply, pages) == 0 &&
+      reply.value("ok", false);
+  for (int fd : pages) close(fd);
+  if (!opened) return EIO;
   context_id_ = reply.value("context", uint64_t{0});
   if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
@@ -304,6 +305,7 @@ void ProviderContext::progress_loop() noexcept {
         next_timer = next_timer ? std::min(next_timer, held) : held;
       last_scan = now;
       watch_device();
+      answer_snapshot_request();
     }
     if (worked) {
       idle_since = 0;

@@ -10,7 +10,9 @@
 
 #include "common/control_channel.h"
 #include "common/counter_page.h"
+#include "common/snapshot_page.h"
 #include "common/state_page.h"
+#include "provider/core/cq_numbers.h"
 #include "provider/core/forced_nak_table.h"
 #include "provider/core/shared_xrc_qps.h"
 #include "provider/core/shm_link.h"
@@ -40,10 +42,13 @@ class ProviderContext : public engine::PortTable {
   int device_index() const { return device_index_; }
 
   engine::HcaEngine& engine() { return *engine_; }
+  /// when diagnostics::on(kChecks).
   ControlClient& daemon() { return daemon_; }
   ShmLink& link() { return *link_; }
   /// ibv_open_qp's handles on XRC receive QPs, of this context and others.
   SharedXrcQps& shared_qps() { return shared_qps_; }
+  /// The context's CQs by number, for `ibemu status`.
+  CqNumbers& cq_numbers() { return cq_numbers_; }
   /// The daemon session of this context: how other contexts address it.
   uint64_t session() const { return session_; }
   int async_read_fd() const { return async_pipe_[0]; }
@@ -64,6 +69,10 @@ class ProviderContext : public engine::PortTable {
   void watch_device() noexcept;
   /// Kernel mode: moves the events the kernel raised to the async pipe.
   void forward_kernel_events() noexcept;
+  /// Progress thread, once per timer scan: when the daemon asked for
+  /// snapshots since the last answer, writes this context's into its
+  /// snapshot page (provider_snapshot.cc).
+  void answer_snapshot_request() noexcept;
   /// Processes up to `budget` packets; the caller holds consumer_mutex_.
   int drain_inbox(int budget) noexcept;
 
@@ -78,7 +87,10 @@ class ProviderContext : public engine::PortTable {
   // thread stays out of its way (on a 2-core host every spinning thread
   // costs the poller its CPU).
   std::atomic<int64_t> last_app_poll_{0};
-  CounterPage counters_;     // this context's port counters, shared with ibemud
+  CounterPage counters_;            // this context's port counters, shared with ibemud
+  SnapshotPage snapshot_page_;      // where `ibemu status` reads its objects
+  uint64_t snapshot_answered_ = 0;  // progress thread only
+  CqNumbers cq_numbers_;
   uint64_t context_id_ = 0;  // ibemud's name for this context
   uint64_t session_ = 0;
   std::unique_ptr<ShmLink> link_;

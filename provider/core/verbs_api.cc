@@ -400,11 +400,13 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
   auto* ctx = &c->ctx;
   auto overrun = [ctx, ibcq] { ctx->post_async_event(reinterpret_cast<uintptr_t>(ibcq), 0); };
   cq->cq = std::make_unique<CompletionQueue>(static_cast<uint32_t>(cqe), notify, overrun);
+  c->ctx.cq_numbers().add(cq->cq.get());
   return cq;
 }
 
 int ibemu_core_destroy_cq(ibemu_core_cq* cq) {
   if (cq->users.load() > 0) return EBUSY;
+  cq->owner->ctx.cq_numbers().remove(cq->cq.get());
   if (cq->channel_write_fd >= 0) close(cq->channel_write_fd);
   if (cq->kernel_cmd_fd >= 0) kernel_uverbs::destroy_cq(cq->kernel_cmd_fd, cq->kernel_handle);
   delete cq;

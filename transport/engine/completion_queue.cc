@@ -65,6 +65,15 @@ uint32_t CompletionQueue::capacity() const {
   return static_cast<uint32_t>(ring_.size());
 }
 
+CqSnapshot CompletionQueue::snapshot() const {
+  std::lock_guard lock(mutex_);
+  CqSnapshot s;
+  s.size = static_cast<uint32_t>(ring_.size());
+  s.pending = count_.load(std::memory_order_relaxed);
+  s.overrun = overrun_;
+  return s;
+}
+
 bool CompletionQueue::overrun() const {
   std::lock_guard lock(mutex_);
   return overrun_;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/engine/snapshot.h"
 #include "transport/engine/types.h"
 
 namespace ibemu::engine {
@@ -44,6 +45,8 @@ class CompletionQueue {
   bool overrun() const;
   /// Removes completions of a QP being destroyed (they must not be polled later).
   void purge_qp(uint32_t qpn);
+  /// Size, completions waiting and overrun, for `ibemu status` (cqn: 0).
+  CqSnapshot snapshot() const;
 
  private:
   mutable std::mutex mutex_;

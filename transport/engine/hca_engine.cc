@@ -1,5 +1,6 @@
 #include "transport/engine/hca_engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -168,6 +169,25 @@ std::vector<std::shared_ptr<Qp>> HcaEngine::all_qps() const {
   qps.reserve(qps_.size());
   for (auto& [n, qp] : qps_) qps.push_back(qp);
   return qps;
+}
+
+std::vector<QpSnapshot> HcaEngine::qp_snapshots(
+    size_t limit, const std::function<uint32_t(const CompletionQueue*)>& cq_number,
+    size_t* total) const {
+  std::vector<std::shared_ptr<Qp>> qps = all_qps();
+  *total = qps.size();
+  std::sort(qps.begin(), qps.end(),
+            [](const auto& a, const auto& b) { return a->qpn() < b->qpn(); });
+  if (qps.size() > limit) qps.resize(limit);
+  std::vector<QpSnapshot> out;
+  out.reserve(qps.size());
+  for (const auto& qp : qps) {
+    QpSnapshot s = qp->snapshot();
+    s.send_cq = cq_number(qp->send_cq());
+    s.recv_cq = cq_number(qp->recv_cq());
+    out.push_back(s);
+  }
+  return out;
 }
 
 void HcaEngine::device_fatal() noexcept {

@@ -35,6 +35,11 @@ class HcaEngine {
                                 std::function<void(uint32_t, QpEvent)> on_event);
   void destroy_qp(uint32_t qpn);
   std::shared_ptr<Qp> find_qp(uint32_t qpn) const;
+  /// Up to `limit` QPs by ascending number, each with its CQs numbered by
+  /// `cq_number`, for `ibemu status`; `*total` gets how many there are.
+  std::vector<QpSnapshot> qp_snapshots(
+      size_t limit, const std::function<uint32_t(const CompletionQueue*)>& cq_number,
+      size_t* total) const;
 
   /// ibv_attach_mcast / ibv_detach_mcast (IBA 10.5): a UD QP receives the
   /// packets sent to the group. 0, EINVAL (not UD, not a multicast LID or

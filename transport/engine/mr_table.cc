@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 
@@ -128,6 +129,20 @@ std::unordered_map<std::string, uint32_t> MrTable::device_regions() const {
   std::unordered_map<std::string, uint32_t> out;
   for (const auto& [key, mr] : regions_)
     if (mr.device) ++out[mr.device->kind()];
+  return out;
+}
+
+std::vector<MrSnapshot> MrTable::snapshot(size_t limit) const {
+  std::vector<MrSnapshot> out;
+  {
+    std::shared_lock lock(mutex_);
+    out.reserve(regions_.size());
+    for (const auto& [key, mr] : regions_)
+      out.push_back({mr.lkey, mr.rkey, mr.pd, mr.iova, mr.length, mr.access, mr.device != nullptr});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const MrSnapshot& a, const MrSnapshot& b) { return a.lkey < b.lkey; });
+  if (out.size() > limit) out.resize(limit);
   return out;
 }
 

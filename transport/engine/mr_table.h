@@ -10,8 +10,10 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "transport/engine/device_memory.h"
+#include "transport/engine/snapshot.h"
 #include "transport/engine/types.h"
 
 namespace ibemu::engine {
@@ -89,6 +91,8 @@ class MrTable {
                  uint32_t need_access, uint8_t** out) const;
   /// How many regions are on devices, by kind ("cuda:0": 2), for status.
   std::unordered_map<std::string, uint32_t> device_regions() const;
+  /// Up to `limit` regions by ascending key, for `ibemu status`.
+  std::vector<MrSnapshot> snapshot(size_t limit) const;
 
   // Memory windows (memory_windows.cc).
   /// Allocates an unbound window of type 1 or 2; returns its rkey, or 0 at

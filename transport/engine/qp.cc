@@ -153,6 +153,28 @@ QpState Qp::state() noexcept {
   return attr_.qp_state;
 }
 
+QpSnapshot Qp::snapshot() noexcept {
+  std::lock_guard lock(mutex_);
+  QpSnapshot s;
+  s.qpn = init_.qpn;
+  s.type = init_.type;
+  s.state = attr_.qp_state;
+  s.port = attr_.port_num;
+  // A reliable requester may have rewound to resend; what it sends next that
+  // is new starts at sent_end_psn. UC and UD never rewind.
+  s.sq_psn = reliable() ? req_.sent_end_psn : req_.next_psn;
+  s.rq_psn = resp_.epsn;
+  s.dest_qpn = peer_.qpn;
+  s.dlid = peer_.av.dlid;
+  s.send_wrs = static_cast<uint32_t>(sq_.tail() - sq_.head());
+  s.recv_wrs = static_cast<uint32_t>(rq_.tail() - rq_.head());
+  s.max_send_wr = init_.max_send_wr;
+  s.max_recv_wr = init_.max_recv_wr;
+  if (reliable() && attr_.qp_state >= QpState::kRts && attr_.qp_state <= QpState::kSqd)
+    s.unacked = static_cast<uint32_t>(wire::psn_diff(req_.sent_end_psn, comp_.acked_psn) - 1);
+  return s;
+}
+
 int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
   std::lock_guard lock(mutex_);
   // The WRs before a refused one stay posted (ibv_post_send: only *bad_wr and

@@ -23,6 +23,7 @@
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/response_path.h"
 #include "transport/engine/shared_receive_queue.h"
+#include "transport/engine/snapshot.h"
 #include "transport/engine/timing.h"
 #include "transport/engine/types.h"
 #include "transport/engine/work_queues.h"
@@ -103,6 +104,11 @@ class Qp {
   int modify(const QpAttr& attr, uint32_t mask) noexcept;
   QpAttr query() noexcept;
   QpState state() noexcept;
+  /// For `ibemu status`: state, PSNs, peer and queue depths; the CQ numbers
+  /// are the caller's to fill in (send_cq(), recv_cq()).
+  QpSnapshot snapshot() noexcept;
+  const CompletionQueue* send_cq() const { return init_.send_cq; }
+  const CompletionQueue* recv_cq() const { return init_.recv_cq; }
   /// Returns 0 or an errno; on error *bad is the index of the failing WR.
   int post_send(const SendWqe* wrs, int count, int* bad) noexcept;
   int post_recv(const RecvWqe* wrs, int count, int* bad) noexcept;

@@ -205,8 +205,11 @@ class Fabric:
             self._control = None
             return self.control.request(op, **fields)
 
-    def status(self):
-        return self.request("status")
+    def status(self, details=False):
+        """The daemon's status reply; with `details`, each verbs program's
+        contexts with their QPs, CQs and memory regions (the daemon asks the
+        programs, which takes a few milliseconds)."""
+        return self.request("status", details=True) if details else self.request("status")
 
     def devices(self):
         return st.devices(self.status())
@@ -227,12 +230,16 @@ class Fabric:
         return {p.name: p.counters for p in self.ports()}
 
     def processes(self):
-        return st.processes(self.status())
+        """Every session, verbs programs with their contexts' objects."""
+        return st.processes(self.status(details=True))
 
     def qps(self):
-        """The sessions that hold QP numbers (the daemon knows how many QPs
-        each process holds, not their state: that lives in the process)."""
+        """The sessions that hold QP numbers."""
         return [p for p in self.processes() if p.qps]
+
+    def queue_pairs(self):
+        """Every QP of the programs on this host, with state and PSNs."""
+        return st.queue_pairs(self.status(details=True))
 
     def faults(self, link=None, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, jitter_us=0,
                rate_mbps=0, seed=1):
@@ -329,7 +336,7 @@ class Fabric:
         label = f"ibemu {self.name}"
         sections = [(f"{label} {name}", text) for name, text in self.log_files().items()]
         try:
-            sections.append((f"{label} status", st.describe(self.status())))
+            sections.append((f"{label} status", st.describe(self.status(details=True))))
         except Exception as e:  # the daemon is gone: the logs say why
             sections.append((f"{label} status", f"no status: {e!r}"))
         if self.last_capture:
@@ -350,16 +357,46 @@ class Fabric:
         assert not bad, f"port errors on {self.name}: {bad}"
 
     def assert_qps_clean(self, idle=False, timeout=5.0):
-        """No process that exited still holds QPs (its session would be
-        leaked); with `idle`, no verbs program holds any QP at all. Waits up
-        to `timeout` for the daemon to see processes that just exited."""
+        """Every QP is clean: no process that exited still holds QPs (its
+        session would be leaked), and every QP of a running program is in a
+        clean state, meaning
+
+        - not in ERR or SQE (an error completion or a transport failure put
+          it there, and nothing brought it back through RESET), and
+        - with no send work request outstanding (posted and not completed:
+          a peer that never answered, a send stuck behind an RNR loop).
+
+        A program that does not answer the daemon (stopped, hung) is not
+        clean either. With `idle`, no verbs program may hold any QP at all.
+        Waits up to `timeout` for QPs to settle and for the daemon to see
+        processes that just exited."""
         deadline = time.monotonic() + timeout
         while True:
-            leaked = [p for p in self.qps() if p.role == "provider" and (idle or not p.alive)]
-            if not leaked or time.monotonic() > deadline:
+            problems = self._qp_problems(idle)
+            if not problems or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        assert not leaked, f"QPs still held on {self.name}: {leaked}"
+        assert not problems, f"QPs not clean on {self.name}:\n" + "\n".join(problems)
+
+    def _qp_problems(self, idle):
+        problems = []
+        for p in self.processes():
+            if p.role != "provider" or not p.qps and not p.context_details:
+                continue
+            if p.qps and (idle or not p.alive):
+                problems.append(f"pid {p.pid} {'holds' if p.alive else 'exited holding'} "
+                                f"{p.qps} QP(s)")
+                continue
+            for ctx in p.context_details:
+                if not ctx.answered:
+                    problems.append(f"pid {p.pid} context {ctx.context} on {ctx.device} did "
+                                    "not answer")
+            for qp in p.queue_pairs:
+                if qp.state in ("ERR", "SQE"):
+                    problems.append(f"{qp}: left in {qp.state}")
+                elif qp.send_wrs:
+                    problems.append(f"{qp}: {qp.send_wrs} send WR(s) outstanding")
+        return problems
 
     def close(self, keep=False):
         """down(), then the directory goes unless `keep`."""
