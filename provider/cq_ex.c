@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "provider/verb_trace.h"
 #include "provider/verbs_objects.h"
 
 /* wc_flags ibemu can report: everything of struct ibv_wc. Completion
@@ -41,6 +42,19 @@ static int cq_start_poll(struct ibv_cq_ex* ibcq, struct ibv_poll_cq_attr* attr) 
 }
 
 static int cq_next_poll(struct ibv_cq_ex* ibcq) { return cq_advance(to_cq_ex(ibcq)); }
+
+/* IBEMU_TRACE=verbs: installed instead of the two above while verbs are traced. */
+static int traced_start_poll(struct ibv_cq_ex* ibcq, struct ibv_poll_cq_attr* attr) {
+  int err = cq_start_poll(ibcq, attr);
+  ibemu_trace_poll_cq_ex("ibv_start_poll", ibcq, &to_cq_ex(ibcq)->cur, err);
+  return err;
+}
+
+static int traced_next_poll(struct ibv_cq_ex* ibcq) {
+  int err = cq_next_poll(ibcq);
+  ibemu_trace_poll_cq_ex("ibv_next_poll", ibcq, &to_cq_ex(ibcq)->cur, err);
+  return err;
+}
 
 static void cq_end_poll(struct ibv_cq_ex* ibcq) {
   struct ibemu_cq* cq = to_cq_ex(ibcq);
@@ -124,8 +138,9 @@ struct ibv_cq_ex* ibemu_create_cq_ex(struct ibv_context* c, struct ibv_cq_init_a
    * calls verbs_init_cq after this returns, as it does for create_cq. Calling
    * it here too would count the channel twice and keep it busy forever. */
   cqx->cqe = (int)attr->cqe;
-  cqx->start_poll = cq_start_poll;
-  cqx->next_poll = cq_next_poll;
+  const bool traced = ibemu_trace_verbs_on();
+  cqx->start_poll = traced ? traced_start_poll : cq_start_poll;
+  cqx->next_poll = traced ? traced_next_poll : cq_next_poll;
   cqx->end_poll = cq_end_poll;
   cqx->read_opcode = cq_read_opcode;
   cqx->read_vendor_err = cq_read_vendor_err;

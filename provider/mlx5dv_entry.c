@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "provider/dv_entry.h"
+#include "provider/verb_trace.h"
 #include "provider/verbs_objects.h"
 
 static bool dv_is_supported(struct ibv_device* device) { return ibemu_owns_device(device); }
@@ -64,7 +65,10 @@ static struct ibv_qp* dv_create_qp(struct ibv_context* context, struct ibv_qp_in
     errno = err;
     return NULL;
   }
-  return ibemu_create_qp_with(context, attr, is_dc ? &dc : NULL);
+  struct ibv_qp* qp = ibemu_create_qp_with(context, attr, is_dc ? &dc : NULL);
+  if (ibemu_trace_verbs_on())
+    ibemu_trace_create_qp("mlx5dv_create_qp", attr, is_dc ? (int)dc.type : 0, qp, qp ? 0 : errno);
+  return qp;
 }
 
 static struct mlx5dv_qp_ex* dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex* qpx) {

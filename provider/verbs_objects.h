@@ -85,6 +85,11 @@ bool ibemu_owns_device(struct ibv_device* device);
 struct ibv_qp* ibemu_create_qp_with(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr,
                                     const struct ibemu_core_dc* dc);
 
+/* verbs_provider.c: the context's verbs; verb_trace_ops.c: the same, each
+ * traced (IBEMU_TRACE=verbs). */
+extern const struct verbs_context_ops ibemu_ctx_ops;
+extern const struct verbs_context_ops ibemu_traced_ctx_ops;
+
 /* qp_ex.c: the ibv_wr_* API. ibemu_qp_ex_check refuses send_ops_flags the
  * device does not offer for the QP type (before anything is allocated);
  * ibemu_qp_ex_init gives a created QP its builder and function pointers

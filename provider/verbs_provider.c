@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "provider/verb_trace.h"
 #include "provider/verbs_objects.h"
 
 /* The per-device driver ABI the daemon writes in sysfs (uverbsN/abi_version). */
@@ -602,7 +603,7 @@ static void ibemu_free_context(struct ibv_context* c) {
   free(ctx);
 }
 
-static const struct verbs_context_ops ibemu_ctx_ops = {
+const struct verbs_context_ops ibemu_ctx_ops = {
     .alloc_mw = ibemu_alloc_mw,
     .alloc_pd = ibemu_alloc_pd,
     .attach_mcast = ibemu_attach_mcast,
@@ -657,6 +658,7 @@ static struct verbs_context* ibemu_alloc_context(struct ibv_device* ibdev, int c
   if (!ctx->core) {
     verbs_uninit_context(&ctx->vctx);
     free(ctx);
+    if (ibemu_trace_verbs_on()) ibemu_trace_open_device(ibdev->name, NULL, err);
     errno = err;
     return NULL;
   }
@@ -664,7 +666,13 @@ static struct verbs_context* ibemu_alloc_context(struct ibv_device* ibdev, int c
    * carries the kernel's. */
   ctx->vctx.context.async_fd = async_fd;
   ctx->vctx.context.num_comp_vectors = 1;
-  verbs_set_ops(&ctx->vctx, &ibemu_ctx_ops);
+  /* IBEMU_TRACE=verbs: decided here, once, so untraced verbs pay nothing. */
+  if (ibemu_trace_verbs_on()) {
+    verbs_set_ops(&ctx->vctx, &ibemu_traced_ctx_ops);
+    ibemu_trace_open_device(ibdev->name, &ctx->vctx.context, 0);
+  } else {
+    verbs_set_ops(&ctx->vctx, &ibemu_ctx_ops);
+  }
   return &ctx->vctx;
 }
 

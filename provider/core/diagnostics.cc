@@ -14,21 +14,6 @@ struct Settings {
   int fd = STDERR_FILENO;
 };
 
-// IBEMU_TRACE_FILE with "%p" replaced by the pid, so that the two sides of a
-// pingpong on one host can write to one setting without mixing their lines.
-std::string trace_file_name(std::string_view pattern) {
-  std::string name;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
-      name += std::to_string(getpid());
-      ++i;
-    } else {
-      name += pattern[i];
-    }
-  }
-  return name;
-}
-
 Settings read_settings() {
   Settings s;
   if (const char* trace = std::getenv("IBEMU_TRACE")) s.channels |= parse_trace_setting(trace);
@@ -40,8 +25,8 @@ Settings read_settings() {
   if (s.channels != 0 && file && *file) {
     // O_APPEND: every line is one write(2), so lines of several threads (and
     // of several processes sharing a file) never interleave.
-    const int fd =
-        open(trace_file_name(file).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int fd = open(trace_file_name(file, getpid()).c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) s.fd = fd;
   }
   return s;
@@ -53,6 +38,33 @@ const Settings& settings() noexcept {
 }
 
 }  // namespace
+
+// "%p" lets the two sides of a pingpong on one host share one setting and
+// still write a file each.
+std::string trace_file_name(std::string_view pattern, int pid) {
+  std::string name;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
+      name += std::to_string(pid);
+      ++i;
+    } else {
+      name += pattern[i];
+    }
+  }
+  return name;
+}
+
+std::string_view channel_name(Channel c) noexcept {
+  switch (c) {
+    case kVerbs:
+      return "verbs";
+    case kPackets:
+      return "packets";
+    case kChecks:
+      return "check";
+  }
+  return "trace";
+}
 
 unsigned parse_trace_setting(std::string_view value) noexcept {
   unsigned channels = 0;
@@ -71,11 +83,25 @@ unsigned parse_trace_setting(std::string_view value) noexcept {
 unsigned enabled() noexcept { return settings().channels; }
 
 void write_line(Channel, std::string_view line) noexcept {
-  std::string whole;
-  whole.reserve(line.size() + 1);
-  whole.append(line).push_back('\n');
-  // A trace must never stop the program: a short or failed write is dropped.
-  [[maybe_unused]] ssize_t n = write(settings().fd, whole.data(), whole.size());
+  try {
+    std::string whole;
+    whole.reserve(line.size() + 1);
+    whole.append(line).push_back('\n');
+    // A trace must never stop the program: a short or failed write is dropped.
+    [[maybe_unused]] ssize_t n = write(settings().fd, whole.data(), whole.size());
+  } catch (...) {
+    // Out of memory for the line: it is lost, the program goes on.
+  }
+}
+
+void write_tagged_line(Channel c, std::string_view body) noexcept {
+  try {
+    // The pid is read per line: a child forked after the first line has its own.
+    std::string line = "ibemu ";
+    line.append(channel_name(c)).append(" pid ").append(std::to_string(getpid())).append(": ");
+    write_line(c, line.append(body));
+  } catch (...) {
+  }
 }
 
 }  // namespace ibemu::provider::diagnostics

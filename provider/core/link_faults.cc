@@ -53,6 +53,7 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
   const Link in = receiving_link(dlid);
   const int64_t now = engine::now_ns();
   bool drop = false, duplicate = false, reorder = false;
+  const char* why = "injected loss";
   int64_t delay = 0;
   std::unique_lock lock(mutex_);
   const Link crossed[2] = {out, in};
@@ -62,6 +63,7 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
     // A link that is not up carries nothing (its port is not Active).
     if (page_->read_port(l.device, l.port - 1).state != uint8_t(PortState::kActive)) {
       drop = true;
+      why = "link down";
       continue;
     }
     const LinkFaultView f = page_->read_faults(l.device, l.port - 1);
@@ -83,6 +85,8 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
       counters_->at(unsigned(out.port)).fault_drops++;
     else if (count_remote_drop_ && out.device < 0 && in.device >= 0)
       count_remote_drop_(in.device, in.port);
+    lock.unlock();
+    if (on_drop_) on_drop_(packet, len, why);
     return true;
   }
   // Packets held behind this one go right after it.

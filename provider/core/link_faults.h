@@ -43,6 +43,9 @@ class LinkFaults {
   /// host) and that the receiving link dropped is counted: at that port.
   using CountDrop = std::function<void(int device, int port)>;
   void count_drops_of_other_hosts(CountDrop count) { count_remote_drop_ = std::move(count); }
+  /// Told of each packet the faults drop and why (IBEMU_TRACE=packets).
+  using Dropped = std::function<void(const uint8_t* packet, size_t len, const char* reason)>;
+  void on_drop(Dropped dropped) { on_drop_ = std::move(dropped); }
 
  private:
   struct Link {
@@ -65,6 +68,7 @@ class LinkFaults {
   engine::EngineCounters* counters_;
   std::function<void()> wake_;
   CountDrop count_remote_drop_;
+  Dropped on_drop_;
   std::mutex mutex_;
   uint64_t sequence_[kMaxDevices][kMaxPorts] = {};
   int64_t busy_until_[kMaxPorts] = {};  // the sending link paces up to here

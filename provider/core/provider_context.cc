@@ -16,6 +16,7 @@
 
 #include "common/capture_record.h"
 #include "common/runtime_paths.h"
+#include "provider/core/diagnostics.h"
 #include "provider/core/kernel_uverbs.h"
 #include "transport/engine/timing.h"
 #include "transport/wire/packet.h"
@@ -159,10 +160,18 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   link_ = std::make_unique<ShmLink>(&daemon_, device_index_);
   link_->attach_capture(
       std::make_unique<CaptureMirror>(page_, device_index_, paths.dir + "/" + kCaptureSocketName));
-  link_->attach_faults(std::make_unique<LinkFaults>(page_, device_index_, counters_.get(),
-                                                    [this] { inbox_.wake(); }));
-  engine_ = std::make_unique<engine::HcaEngine>(link_.get(), this, counters_.get(), link_.get(),
-                                                session_);
+  auto faults = std::make_unique<LinkFaults>(page_, device_index_, counters_.get(),
+                                             [this] { inbox_.wake(); });
+  engine::PacketSink* sink = link_.get();
+  if (diagnostics::on(diagnostics::kPackets)) {
+    faults->on_drop([](const uint8_t* packet, size_t len, const char* why) {
+      trace_packet("drop", packet, len, why);
+    });
+    traced_link_ = std::make_unique<TracingPacketSink>(link_.get());
+    sink = traced_link_.get();
+  }
+  link_->attach_faults(std::move(faults));
+  engine_ = std::make_unique<engine::HcaEngine>(sink, this, counters_.get(), link_.get(), session_);
   forced_naks_ = std::make_unique<ForcedNakTable>(page_, device_index_);
   engine_->set_forced_naks(forced_naks_.get());
   // Packets between processes of one host never leave memory this host
@@ -208,9 +217,10 @@ int ProviderContext::drain_inbox(int budget) noexcept {
   while (n < budget) {
     const uint8_t* pkt = inbox_.peek(&len, &kind);
     if (!pkt) break;
-    if (kind == link::SlotKind::kPacket)
+    if (kind == link::SlotKind::kPacket) {
+      if (diagnostics::on(diagnostics::kPackets)) trace_packet("rx", pkt, len);
       engine_->receive(pkt, len);
-    else if (!engine_->receive_message(pkt, len))
+    } else if (!engine_->receive_message(pkt, len))
       shared_qps_.receive(pkt, len);
     inbox_.pop();
     ++n;

@@ -14,6 +14,7 @@
 #include "common/state_page.h"
 #include "provider/core/cq_numbers.h"
 #include "provider/core/forced_nak_table.h"
+#include "provider/core/packet_trace.h"
 #include "provider/core/shared_xrc_qps.h"
 #include "provider/core/shm_link.h"
 #include "transport/engine/hca_engine.h"
@@ -94,6 +95,8 @@ class ProviderContext : public engine::PortTable {
   uint64_t context_id_ = 0;  // ibemud's name for this context
   uint64_t session_ = 0;
   std::unique_ptr<ShmLink> link_;
+  // IBEMU_TRACE=packets only: the engine sends through it to link_.
+  std::unique_ptr<TracingPacketSink> traced_link_;
   std::unique_ptr<ForcedNakTable> forced_naks_;
   std::unique_ptr<engine::HcaEngine> engine_;
   SharedXrcQps shared_qps_{*this};

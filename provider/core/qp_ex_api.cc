@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "provider/core/core_internal.h"
+#include "provider/core/diagnostics.h"
+#include "provider/core/verb_trace.h"
 #include "provider/core_api.h"
 #include "transport/engine/work_queues.h"
 
@@ -230,6 +232,8 @@ int ibemu_core_wr_complete(ibemu_core_wr_builder* b) {
     // an opcode it does not execute) and none after it.
     err = b->qp->post_send(b->wqes.data(), static_cast<int>(b->count), &bad);
   }
+  if (provider::diagnostics::on(provider::diagnostics::kVerbs))
+    provider::verb_trace::trace_wr_complete(b->qp->qpn(), b->wqes.data(), b->count, err);
   b->count = 0;
   b->err = 0;
   b->region.unlock();

@@ -32,7 +32,10 @@ void append_aeth(std::string& s, const Aeth& a) {
   const uint8_t syn = a.syndrome();
   switch (aeth_type(syn)) {
     case AckType::kAck:
-      appendf(s, " aeth=ACK credits=%u", aeth_value(syn));
+      if (aeth_value(syn) == kAethCreditInvalid)
+        s += " aeth=ACK credits=invalid";
+      else
+        appendf(s, " aeth=ACK credits=%u", aeth_value(syn));
       break;
     case AckType::kRnrNak:
       appendf(s, " aeth=RNR_NAK timer=%u", aeth_value(syn));
