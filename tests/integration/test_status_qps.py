@@ -2,7 +2,7 @@
 context's QPs with their state and PSNs, its CQs and memory regions. Checked
 against rdma-core's ibv_rc_pingpong, whose QP states and PSNs are known at
 each step: waiting for its client (INIT, its receives posted), running (RTS,
-PSNs advanced by as many messages each way), and gone once it exits."""
+PSNs advanced by as many messages each way, give or take the one in flight), and gone once it exits."""
 import json
 import os
 import re
@@ -98,7 +98,9 @@ def test_running_pingpong_shows_rts_and_psns_advanced_alike(fabric):
             return qps and qps[0]["state"] == "RTS" and qps[0]["sq_psn"] != my_psn and qps[0]
         wait_for("the server's QP to send", advanced)
         # With the client stopped, the server's QP holds still: it has sent
-        # one reply for every message it received.
+        # one reply for every message it received, but the last one, which
+        # ibv_rc_pingpong sends only once its previous send completed (the
+        # client's ACK for it may still be on the way when it stopped).
         os.kill(client.pid, signal.SIGSTOP)
         time.sleep(0.1)
         st = status(fabric)
@@ -107,7 +109,7 @@ def test_running_pingpong_shows_rts_and_psns_advanced_alike(fabric):
         assert (qp["state"], qp["dest_qpn"], qp["dlid"]) == ("RTS", peer_qpn, peer_lid)
         sent = (qp["sq_psn"] - my_psn) % (1 << 24)
         received = (qp["rq_psn"] - peer_psn) % (1 << 24)
-        assert sent > 0 and sent == received, qp
+        assert sent > 0 and received - sent in (0, 1), qp
         # The stopped client cannot answer: status says so instead of waiting.
         (client_ctx,) = contexts_of(st, client.pid)
         assert client_ctx["answered"] is False
