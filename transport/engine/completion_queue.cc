@@ -79,16 +79,21 @@ bool CompletionQueue::overrun() const {
   return overrun_;
 }
 
-void CompletionQueue::purge_qp(uint32_t qpn) {
+uint32_t CompletionQueue::purge_qp(uint32_t qpn) {
   std::lock_guard lock(mutex_);
   std::vector<Completion> keep;
+  uint32_t errors = 0;
   for (uint32_t i = 0; i < count_; ++i) {
     const Completion& c = ring_[(head_ + i) % ring_.size()];
-    if (c.qp_num != qpn) keep.push_back(c);
+    if (c.qp_num != qpn)
+      keep.push_back(c);
+    else if (c.status != WcStatus::kSuccess && c.status != WcStatus::kWrFlushErr)
+      ++errors;
   }
   head_ = 0;
   count_ = static_cast<uint32_t>(keep.size());
   for (uint32_t i = 0; i < count_; ++i) ring_[i] = keep[i];
+  return errors;
 }
 
 }  // namespace ibemu::engine

@@ -43,10 +43,12 @@ class CompletionQueue {
   /// A racy hint for pollers (no lock): true when nothing is queued.
   bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
   bool overrun() const;
-  /// Removes completions of a QP being destroyed (they must not be polled later).
-  void purge_qp(uint32_t qpn);
   /// Size, completions waiting and overrun, for `ibemu status` (cqn: 0).
   CqSnapshot snapshot() const;
+  /// Removes completions of a QP being destroyed (they must not be polled
+  /// later); returns how many of them reported an error other than a flush
+  /// (the error that failed the QP, which its consumer never saw).
+  uint32_t purge_qp(uint32_t qpn);
 
  private:
   mutable std::mutex mutex_;

@@ -64,6 +64,10 @@ class HcaEngine {
   void set_forced_naks(ForcedNakSource* source) { forced_naks_ = source; }
   /// QPs created from now on: QpEnv::stall_tolerance.
   void set_stall_tolerance(Nanos t) { stall_tolerance_ = t; }
+  /// QPs created from now on report to `observer` (IBEMU_CHECK).
+  void set_spec_observer(SpecObserver* observer) { spec_ = observer; }
+  /// Outstanding WRs of every QP that name `lkey` (Qp::wrs_using_lkey).
+  uint32_t wrs_using_lkey(uint32_t lkey) const;
 
  private:
   void receive_multicast(const wire::PacketView& pkt, size_t len) noexcept;
@@ -92,6 +96,7 @@ class HcaEngine {
   std::multimap<uint16_t, McMember> mcast_;  // by MLID; under qps_mutex_
   ForcedNakSource* forced_naks_ = nullptr;
   Nanos stall_tolerance_ = 0;
+  SpecObserver* spec_ = nullptr;
   bool verify_crcs_ = true;
 };
 

@@ -24,6 +24,7 @@
 #include "transport/engine/response_path.h"
 #include "transport/engine/shared_receive_queue.h"
 #include "transport/engine/snapshot.h"
+#include "transport/engine/spec_observer.h"
 #include "transport/engine/timing.h"
 #include "transport/engine/types.h"
 #include "transport/engine/work_queues.h"
@@ -78,6 +79,7 @@ struct QpEnv {
   // freezes them for hundreds of ms); a real fabric never pauses like
   // that, so a silence this short is not charged to the peer.
   Nanos stall_tolerance = 0;
+  SpecObserver* spec = nullptr;  // IBEMU_CHECK's listener; may be null
 };
 
 class Qp {
@@ -124,6 +126,10 @@ class Qp {
   /// every outstanding WR completes with a flush error, as a hardware
   /// driver's reset flow completes them.
   void device_fatal() noexcept;
+  /// How many WRs posted and not yet completed (send or receive) name
+  /// `lkey` in a scatter/gather entry (spec_queries.cc). For IBEMU_CHECK:
+  /// a region deregistered under them fails them later.
+  uint32_t wrs_using_lkey(uint32_t lkey) noexcept;
   /// XRC receive QPs: the verdict on a request this QP forwarded to the
   /// context that owns its SRQ (xrc_forwarding.cc).
   void receive_verdict(const XrcVerdict& v) noexcept;
@@ -201,6 +207,10 @@ class Qp {
   bool responder_failed() const noexcept {
     return attr_.qp_state == QpState::kErr || (init_.type == QpType::kDct && !dct_loaded_);
   }
+  void responder_rnr_nak(uint32_t psn) noexcept;
+  /// IBEMU_CHECK: tells the observer when the first request since RTR
+  /// shows the two ends' starting PSNs disagree.
+  void responder_check_first_psn(uint32_t psn, int32_t diff) noexcept;
   /// Answers a new request with a NAK the fabric forces; true if it did.
   bool responder_forced_nak(uint32_t psn) noexcept;
 
@@ -289,10 +299,11 @@ class Qp {
   } comp_;
 
   struct Responder {
-    uint32_t epsn = 0;      // expected PSN
-    uint32_t msn = 0;       // message sequence number
-    bool nak_sent = false;  // one PSN sequence NAK per gap (C9-98)
-    bool in_send = false;   // inside a multi-packet SEND
+    uint32_t epsn = 0;          // expected PSN
+    uint32_t msn = 0;           // message sequence number
+    bool nak_sent = false;      // one PSN sequence NAK per gap (C9-98)
+    bool accepted_any = false;  // since RTR: a request in sequence, or a mismatch reported
+    bool in_send = false;       // inside a multi-packet SEND
     uint32_t recv_offset = 0;
     bool recv_error = false;  // message being dropped after a local error
     bool in_write = false;    // inside a multi-packet RDMA WRITE

@@ -121,6 +121,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   const int32_t diff = wire::psn_diff(psn, resp_.epsn);
 
+  if (rc && diff != 0) responder_check_first_psn(psn, diff);
   if (rc && diff < 0) {
     // Duplicate (IBA 9.7.5.1.3): already executed. A READ is executed again
     // from its PSN (the requester asks only for what it is missing); an
@@ -160,6 +161,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
     }
   }
   resp_.nak_sent = false;
+  resp_.accepted_any = true;
   if (rc && (flags & wire::kIsFirst) && responder_forced_nak(psn)) return;
 
   // Opcode sequence (IBA 9.7.5.1.2 / C9-89): inside a multi-packet message
@@ -224,6 +226,24 @@ void Qp::responder_finish(const wire::PacketView& pkt) noexcept {
     send_ack(psn, wire::make_ack_syndrome(kNoCredits));
 }
 
+// IBA 9.7.5.2.8: no receive WQE for the request at `psn`. The PSN is not
+// consumed: the requester resends it after the RNR timer.
+void Qp::responder_rnr_nak(uint32_t psn) noexcept {
+  send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+  resp_.nak_sent = true;
+  if (env_.spec) env_.spec->rnr_nak_sent(init_.qpn, psn);
+}
+
+// The first request since RTR is `diff` PSNs off rq_psn. Behind it, it is
+// taken for a duplicate of something never received; ahead by more than a requester may send
+// unacknowledged, no loss explains it: the requester started from another PSN (IBA 9.7.1).
+void Qp::responder_check_first_psn(uint32_t psn, int32_t diff) noexcept {
+  if (!env_.spec || resp_.accepted_any || is_dc()) return;
+  if (diff > 0 && diff <= static_cast<int32_t>(Requester::kMaxWindow)) return;
+  resp_.accepted_any = true;  // one report per connection
+  env_.spec->psn_mismatch(init_.qpn, attr_.rq_psn, psn);
+}
+
 // ibemu fault nak: a new request answered as if the responder had no receive
 // WQE (RNR NAK) or had missed a packet (PSN sequence error NAK), without
 // executing it; the requester's retry paths do the rest.
@@ -276,10 +296,7 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
   if (flags & wire::kIsFirst) {
     if (!recv_ready()) {
       // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8), silent drop on UC.
-      if (rc) {
-        send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
-        resp_.nak_sent = true;
-      }
+      if (rc) responder_rnr_nak(psn);
       return;
     }
     recv_take();
@@ -334,10 +351,7 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   // WRITE with immediate consumes a receive WQE (IBA 9.4.3); without one the
   // last packet is RNR NAK'd before anything of it is executed.
   if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && !recv_ready()) {
-    if (reliable()) {
-      send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
-      resp_.nak_sent = true;
-    }
+    if (reliable()) responder_rnr_nak(psn);
     return;
   }
   if (flags & wire::kIsFirst) {

@@ -106,8 +106,7 @@ void Qp::xrc_apply(const wire::PacketView& pkt, const XrcVerdict& v) noexcept {
   const uint32_t n = static_cast<uint32_t>(pkt.payload_len);
   if (v.outcome == XrcOutcome::kNoWqe) {
     // IBA 9.7.5.2.8: no receive WQE, RNR NAK; the PSN is not consumed.
-    send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
-    resp_.nak_sent = true;
+    responder_rnr_nak(psn);
     return;
   }
   if (v.outcome == XrcOutcome::kFailed) {
