@@ -65,9 +65,11 @@ static struct ibv_qp* dv_create_qp(struct ibv_context* context, struct ibv_qp_in
     errno = err;
     return NULL;
   }
+  const struct ibv_qp_init_attr_ex asked = *attr;
   struct ibv_qp* qp = ibemu_create_qp_with(context, attr, is_dc ? &dc : NULL);
   if (ibemu_trace_verbs_on())
-    ibemu_trace_create_qp("mlx5dv_create_qp", attr, is_dc ? (int)dc.type : 0, qp, qp ? 0 : errno);
+    ibemu_trace_create_qp("mlx5dv_create_qp", &asked, is_dc ? (int)dc.type : 0, &attr->cap, qp,
+                          qp ? 0 : errno);
   return qp;
 }
 

@@ -52,9 +52,11 @@ void ibemu_trace_poll_cq_ex(const char* verb, struct ibv_cq_ex* cq, const struct
 void ibemu_trace_req_notify_cq(struct ibv_cq* cq, int solicited_only, int ret);
 
 /* `verb` is "ibv_create_qp", "ibv_create_qp_ex" or "mlx5dv_create_qp" (then
- * `dc_type` is enum ibemu_core_dc_type, 0 for other QPs). */
-void ibemu_trace_create_qp(const char* verb, const struct ibv_qp_init_attr_ex* attr, int dc_type,
-                           struct ibv_qp* qp, int err);
+ * `dc_type` is enum ibemu_core_dc_type, 0 for other QPs); `asked` is the
+ * attributes as the program passed them, `granted` the capabilities the QP
+ * got. */
+void ibemu_trace_create_qp(const char* verb, const struct ibv_qp_init_attr_ex* asked, int dc_type,
+                           const struct ibv_qp_cap* granted, struct ibv_qp* qp, int err);
 void ibemu_trace_open_qp(const struct ibv_qp_open_attr* attr, struct ibv_qp* qp, int err);
 void ibemu_trace_modify_qp(struct ibv_qp* qp, const struct ibv_qp_attr* attr, int mask, int ret);
 void ibemu_trace_query_qp(struct ibv_qp* qp, const struct ibv_qp_attr* attr, int mask, int ret);

@@ -59,24 +59,24 @@ static struct ibv_cq_ex* traced_create_cq_ex(struct ibv_context* c,
 }
 
 static struct ibv_qp* traced_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
+  const struct ibv_qp_init_attr_ex asked = {.qp_context = attr->qp_context,
+                                            .send_cq = attr->send_cq,
+                                            .recv_cq = attr->recv_cq,
+                                            .srq = attr->srq,
+                                            .cap = attr->cap,
+                                            .qp_type = attr->qp_type,
+                                            .sq_sig_all = attr->sq_sig_all,
+                                            .comp_mask = IBV_QP_INIT_ATTR_PD,
+                                            .pd = pd};
   struct ibv_qp* qp = PLAIN.create_qp(pd, attr);
-  int err = qp ? 0 : errno;
-  struct ibv_qp_init_attr_ex ex = {.qp_context = attr->qp_context,
-                                   .send_cq = attr->send_cq,
-                                   .recv_cq = attr->recv_cq,
-                                   .srq = attr->srq,
-                                   .cap = attr->cap,
-                                   .qp_type = attr->qp_type,
-                                   .sq_sig_all = attr->sq_sig_all,
-                                   .comp_mask = IBV_QP_INIT_ATTR_PD,
-                                   .pd = pd};
-  ibemu_trace_create_qp("ibv_create_qp", &ex, 0, qp, err);
+  ibemu_trace_create_qp("ibv_create_qp", &asked, 0, &attr->cap, qp, qp ? 0 : errno);
   return qp;
 }
 
 static struct ibv_qp* traced_create_qp_ex(struct ibv_context* c, struct ibv_qp_init_attr_ex* attr) {
+  const struct ibv_qp_init_attr_ex asked = *attr;
   struct ibv_qp* qp = PLAIN.create_qp_ex(c, attr);
-  ibemu_trace_create_qp("ibv_create_qp_ex", attr, 0, qp, qp ? 0 : errno);
+  ibemu_trace_create_qp("ibv_create_qp_ex", &asked, 0, &attr->cap, qp, qp ? 0 : errno);
   return qp;
 }
 

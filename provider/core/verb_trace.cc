@@ -542,13 +542,13 @@ void ibemu_trace_req_notify_cq(ibv_cq* cq, int solicited_only, int ret) {
   });
 }
 
-void ibemu_trace_create_qp(const char* verb, const ibv_qp_init_attr_ex* attr, int dc_type,
-                           ibv_qp* qp, int err) {
+void ibemu_trace_create_qp(const char* verb, const ibv_qp_init_attr_ex* asked, int dc_type,
+                           const ibv_qp_cap* granted, ibv_qp* qp, int err) {
   trace([&] {
-    std::string s = format("{}({}", verb, qp_init_attr(*attr));
+    std::string s = format("{}({}", verb, qp_init_attr(*asked));
     if (dc_type) s += dc_type == 1 ? " dc DCI" : " dc DCT";
     return s + ") " +
-           (qp ? format("= qp 0x{:x} cap {}", qp->qp_num, cap_text(attr->cap)) : null_result(err));
+           (qp ? format("= qp 0x{:x} cap {}", qp->qp_num, cap_text(*granted)) : null_result(err));
   });
 }
 
