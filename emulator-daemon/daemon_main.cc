@@ -13,6 +13,7 @@
 #include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/daemon.h"
+#include "emulator-daemon/service_readiness.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ibemud - the ibemu emulated-InfiniBand daemon"};
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     daemon.on_stop([&] { signals.cancel(); });
     std::signal(SIGPIPE, SIG_IGN);
     daemon.start();
+    ibemu::notify_service_manager_ready();  // ibemud.service is Type=notify
     io.run();  // returns once stop() has closed every session and the listener
     return 0;
   } catch (const std::exception& e) {
