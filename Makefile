@@ -17,7 +17,7 @@ SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms fuzz soak
+	kmod kernel-test install install-dkms package package-test fuzz soak
 
 all: build
 
@@ -60,6 +60,22 @@ install: build
 
 install-dkms: build
 	scripts/install.sh $(BUILD) --dkms
+
+# The Debian packages ibemu and ibemu-dkms (cmake/Packaging.cmake), built with
+# CPack from a plain build for /usr in PACKAGE_BUILD (docs/install.md).
+PACKAGE_BUILD ?= build-pkg
+package:
+	@[ -f $(PACKAGE_BUILD)/CMakeCache.txt ] || cmake -S . -B $(PACKAGE_BUILD) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr -DBUILD_TESTING=OFF
+	cmake --build $(PACKAGE_BUILD) -j$(JOBS)
+	cd $(PACKAGE_BUILD) && cpack
+	@ls -1 $(PACKAGE_BUILD)/*.deb
+
+# Installs the packages in a fresh Debian 12 chroot and runs the first
+# tutorial there (root, debootstrap and the Debian archive; minutes, so not
+# part of `make test`).
+package-test: package
+	tests/packaging/test-debs.sh $(PACKAGE_BUILD)
 
 # Each fuzz target (tests/fuzz) for FUZZ_SECONDS, built with clang, libFuzzer,
 # ASan and UBSan in FUZZ_BUILD.
