@@ -7,6 +7,8 @@
 #include <new>
 #include <utility>
 
+#include "transport/link/sealed_memfd.h"
+
 namespace ibemu {
 
 CounterPage::CounterPage(CounterPage&& other) noexcept
@@ -32,9 +34,8 @@ void CounterPage::release() noexcept {
 
 int CounterPage::create() noexcept {
   release();
-  fd_ = memfd_create("ibemu-counters", MFD_CLOEXEC);
-  if (fd_ < 0) return errno;
-  if (ftruncate(fd_, sizeof(engine::EngineCounters)) != 0) return errno;
+  fd_ = link::create_sealed_memfd("ibemu-counters", sizeof(engine::EngineCounters));
+  if (fd_ < 0) return -std::exchange(fd_, -1);
   void* p =
       mmap(nullptr, sizeof(engine::EngineCounters), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return errno;
@@ -45,7 +46,11 @@ int CounterPage::create() noexcept {
 int CounterPage::attach_read_only(int fd) noexcept {
   release();
   fd_ = fd;
-  if (lseek(fd_, 0, SEEK_END) < static_cast<off_t>(sizeof(engine::EngineCounters))) return EINVAL;
+  // Sealed: the program that made the page cannot shrink it under the
+  // daemon's reads (SIGBUS).
+  const long size = link::sealed_memfd_size(fd_);
+  if (size < 0) return static_cast<int>(-size);
+  if (static_cast<size_t>(size) < sizeof(engine::EngineCounters)) return EINVAL;
   void* p = mmap(nullptr, sizeof(engine::EngineCounters), PROT_READ, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return errno;
   counters_ = static_cast<engine::EngineCounters*>(p);

@@ -10,6 +10,8 @@
 #include <new>
 #include <utility>
 
+#include "transport/link/sealed_memfd.h"
+
 namespace ibemu {
 
 static_assert(sizeof(SnapshotPageHeader) == 32);
@@ -40,10 +42,8 @@ void SnapshotPage::release() noexcept {
 
 int SnapshotPage::create() noexcept {
   release();
-  fd_ = memfd_create("ibemu-snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd_ < 0) return errno;
-  if (ftruncate(fd_, kBytes) != 0) return errno;
-  if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return errno;
+  fd_ = link::create_sealed_memfd("ibemu-snapshot", kBytes);
+  if (fd_ < 0) return -std::exchange(fd_, -1);
   void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return errno;
   header_ = new (p) SnapshotPageHeader{SnapshotPageHeader::kMagic, {0}, {0}, {0}, 0};
@@ -54,11 +54,7 @@ int SnapshotPage::create() noexcept {
 int SnapshotPage::attach_read_only(int fd) noexcept {
   release();
   fd_ = fd;
-  struct stat st;
-  const int seals = fcntl(fd_, F_GET_SEALS);
-  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd_, &st) != 0 ||
-      st.st_size != static_cast<off_t>(kBytes))
-    return EINVAL;
+  if (link::sealed_memfd_size(fd_) != static_cast<long>(kBytes)) return EINVAL;
   void* p = mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return errno;
   header_ = static_cast<SnapshotPageHeader*>(p);

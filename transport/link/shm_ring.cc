@@ -1,5 +1,7 @@
 #include "transport/link/shm_ring.h"
 
+#include <time.h>
+
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +12,8 @@
 #include <cstring>
 #include <new>
 #include <thread>
+
+#include "transport/link/sealed_memfd.h"
 
 namespace ibemu::link {
 
@@ -30,19 +34,14 @@ ShmRing::~ShmRing() {
 
 uint8_t* ShmRing::slot(uint64_t pos) const noexcept {
   return reinterpret_cast<uint8_t*>(hdr_) + header_bytes() +
-         (pos % hdr_->slot_count) * size_t{hdr_->slot_size};
+         (pos % slot_count_) * size_t{slot_size_};
 }
 
 int ShmRing::create(uint32_t slot_size, uint32_t slot_count) noexcept {
   slot_size = (slot_size + 63) & ~63u;
   size_t len = header_bytes() + size_t{slot_size} * slot_count;
-  int fd = memfd_create("ibemu-inbox", MFD_CLOEXEC);
-  if (fd < 0) return errno;
-  if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
-    int err = errno;
-    close(fd);
-    return err;
-  }
+  int fd = create_sealed_memfd("ibemu-inbox", len);
+  if (fd < 0) return -fd;
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int err = errno;
@@ -62,40 +61,56 @@ int ShmRing::create(uint32_t slot_size, uint32_t slot_count) noexcept {
   hdr_->magic = RingHeader::kMagic;
   fd_ = fd;
   map_len_ = len;
+  slot_size_ = slot_size;
+  slot_count_ = slot_count;
   return 0;
 }
 
 int ShmRing::attach(int fd) noexcept {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return errno;
-  if (static_cast<size_t>(st.st_size) < header_bytes()) return EINVAL;
-  void* p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const long size = sealed_memfd_size(fd);
+  if (size < 0) return static_cast<int>(-size);
+  if (static_cast<size_t>(size) < header_bytes()) return EINVAL;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return errno;
   auto* h = static_cast<RingHeader*>(p);
-  // The ring comes from another process: never trust its geometry blindly.
-  if (h->magic != RingHeader::kMagic || h->slot_count == 0 || h->slot_size < kSlotHeader ||
-      header_bytes() + size_t{h->slot_size} * h->slot_count > static_cast<size_t>(st.st_size)) {
-    munmap(p, st.st_size);
+  // The ring comes from another process: its geometry is read once, here.
+  const uint32_t slot_size = h->slot_size;
+  const uint32_t slot_count = h->slot_count;
+  if (h->magic != RingHeader::kMagic || slot_count == 0 || slot_size < kSlotHeader ||
+      header_bytes() + size_t{slot_size} * slot_count > static_cast<size_t>(size)) {
+    munmap(p, size);
     return EINVAL;
   }
   hdr_ = h;
   fd_ = fd;
-  map_len_ = st.st_size;
+  map_len_ = size;
+  slot_size_ = slot_size;
+  slot_count_ = slot_count;
   return 0;
 }
 
-bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
-  if (len > hdr_->slot_size - kSlotHeader) return false;
-  int rc = pthread_mutex_lock(&hdr_->producer_lock);
+bool ShmRing::lock_producers() noexcept {
+  // Monotonic: a clock step must neither shorten nor stretch the patience.
+  timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  const long ns = deadline.tv_nsec + std::chrono::nanoseconds(kLockPatience).count();
+  deadline.tv_sec += ns / 1000000000;
+  deadline.tv_nsec = ns % 1000000000;
+  const int rc = pthread_mutex_clocklock(&hdr_->producer_lock, CLOCK_MONOTONIC, &deadline);
   if (rc == EOWNERDEAD) {
     // A producer died holding the lock; its packet was never published.
     pthread_mutex_consistent(&hdr_->producer_lock);
-  } else if (rc != 0) {
-    return false;
+    return true;
   }
+  return rc == 0;
+}
+
+bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
+  if (len > slot_size_ - kSlotHeader) return false;
+  if (!lock_producers()) return false;
   uint64_t tail = hdr_->tail.load(std::memory_order_relaxed);
   uint64_t head = hdr_->head.load(std::memory_order_acquire);
-  if (tail - head >= hdr_->slot_count) {
+  if (tail - head >= slot_count_) {
     pthread_mutex_unlock(&hdr_->producer_lock);
     return false;
   }
@@ -117,7 +132,7 @@ const uint8_t* ShmRing::peek(size_t* len, SlotKind* kind) noexcept {
   uint32_t len32;
   std::memcpy(&len32, s, sizeof(len32));
   if (kind) std::memcpy(kind, s + sizeof(len32), sizeof(*kind));
-  *len = std::min<size_t>(len32, hdr_->slot_size - kSlotHeader);
+  *len = std::min<size_t>(len32, slot_size_ - kSlotHeader);
   return s + kSlotHeader;
 }
 
@@ -155,7 +170,7 @@ bool ShmRing::push_waiting(const uint8_t* data, size_t len, SlotKind kind,
                            std::chrono::nanoseconds stuck,
                            std::chrono::nanoseconds at_most) noexcept {
   if (push(data, len, kind)) return true;
-  if (len > hdr_->slot_size - kSlotHeader) return false;
+  if (len > slot_size_ - kSlotHeader) return false;
   uint64_t consumed_to = hdr_->head.load(std::memory_order_acquire);
   const auto start = std::chrono::steady_clock::now();
   auto progress_at = start;

@@ -5,6 +5,12 @@
 //
 // Producers serialize on a robust process-shared mutex, so a producer killed
 // mid-copy leaves no half-written packet (the tail moves only after the copy).
+//
+// A producer trusts nothing in the ring but what it checked when it mapped
+// it: the memfd's size is sealed, the geometry is copied out of the header
+// once, and the lock is waited for a bounded time. A consumer that rewrites
+// its header or holds the lock can lose its own packets, never make a
+// producer (the daemon among them) write out of bounds or hang.
 // The consumer needs no lock. It sleeps on a futex in the ring; producers wake
 // it only when it said it sleeps.
 #include <pthread.h>
@@ -69,6 +75,8 @@ class ShmRing {
   void wake() noexcept;
 
   uint64_t dropped() const { return hdr_ ? hdr_->dropped.load() : 0; }
+  /// How long a producer waits for the lock before it gives up on a push.
+  static constexpr std::chrono::milliseconds kLockPatience{50};
   /// Anyone: the position of the oldest unconsumed packet, or kEmpty. The
   /// same value seen twice some time apart means nobody consumed meanwhile.
   static constexpr uint64_t kEmpty = ~0ull;
@@ -80,9 +88,14 @@ class ShmRing {
  private:
   uint8_t* slot(uint64_t pos) const noexcept;
 
+  bool lock_producers() noexcept;
+
   int fd_ = -1;
   RingHeader* hdr_ = nullptr;
   size_t map_len_ = 0;
+  // The geometry as validated when mapped; the header's copy is the owner's.
+  uint32_t slot_size_ = 0;
+  uint32_t slot_count_ = 0;
 };
 
 }  // namespace ibemu::link
