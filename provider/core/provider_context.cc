@@ -178,6 +178,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   // controls; verifying the CRCs would only cost time.
   engine_->set_verify_crcs(false);
   engine_->set_stall_tolerance(stall_tolerance_from_env());
+  if (diagnostics::on(diagnostics::kChecks)) engine_->set_spec_observer(&checks_);
   engine_->mrs().set_limits(engine::DeviceLimits::kMaxMr, registered_bytes_limit);
   progress_ = std::thread([this] { progress_loop(); });
   return 0;

@@ -17,6 +17,7 @@
 #include "provider/core/packet_trace.h"
 #include "provider/core/shared_xrc_qps.h"
 #include "provider/core/shm_link.h"
+#include "provider/core/spec_checks.h"
 #include "transport/engine/hca_engine.h"
 #include "transport/link/shm_ring.h"
 
@@ -43,7 +44,9 @@ class ProviderContext : public engine::PortTable {
   int device_index() const { return device_index_; }
 
   engine::HcaEngine& engine() { return *engine_; }
+  /// IBEMU_CHECK's warnings for this context; its hooks are called only
   /// when diagnostics::on(kChecks).
+  SpecChecks& checks() { return checks_; }
   ControlClient& daemon() { return daemon_; }
   ShmLink& link() { return *link_; }
   /// ibv_open_qp's handles on XRC receive QPs, of this context and others.
@@ -98,6 +101,7 @@ class ProviderContext : public engine::PortTable {
   // IBEMU_TRACE=packets only: the engine sends through it to link_.
   std::unique_ptr<TracingPacketSink> traced_link_;
   std::unique_ptr<ForcedNakTable> forced_naks_;
+  SpecChecks checks_;  // outlives the engine, which reports to it
   std::unique_ptr<engine::HcaEngine> engine_;
   SharedXrcQps shared_qps_{*this};
   std::thread progress_;

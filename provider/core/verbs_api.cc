@@ -20,6 +20,7 @@
 #include "common/hex.h"
 #include "provider/core/core_internal.h"
 #include "provider/core/cuda_memory.h"
+#include "provider/core/diagnostics.h"
 #include "provider/core/kernel_uverbs.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
@@ -330,6 +331,8 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
 int ibemu_core_dereg_mr(ibemu_core_context* c, uint32_t key) {
   engine::MemoryRegion removed;
   if (int err = c->ctx.engine().mrs().remove(key, &removed)) return err;
+  if (provider::diagnostics::on(provider::diagnostics::kChecks))
+    c->ctx.checks().deregistering(c->ctx.engine(), key);
   if (removed.device) count_gpu_region(c, removed.length, false);
   std::lock_guard lock(c->dmabuf_mutex);
   auto it = c->dmabuf_maps.find(key);
@@ -398,7 +401,11 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
   };
   // Overrun is the CQ error event (IBV_EVENT_CQ_ERR = 0), naming the ibv_cq.
   auto* ctx = &c->ctx;
-  auto overrun = [ctx, ibcq] { ctx->post_async_event(reinterpret_cast<uintptr_t>(ibcq), 0); };
+  auto overrun = [ctx, ibcq, cq] {
+    if (provider::diagnostics::on(provider::diagnostics::kChecks))
+      ctx->checks().cq_overrun(reinterpret_cast<uintptr_t>(ibcq), cq->cq->capacity());
+    ctx->post_async_event(reinterpret_cast<uintptr_t>(ibcq), 0);
+  };
   cq->cq = std::make_unique<CompletionQueue>(static_cast<uint32_t>(cqe), notify, overrun);
   c->ctx.cq_numbers().add(cq->cq.get());
   return cq;
@@ -593,11 +600,16 @@ int ibemu_core_destroy_qp(ibemu_core_qp* q) {
     return 0;
   }
   provider::destroy_engine_qp(c->ctx, q->init.qpn);
+  uint32_t unpolled_errors = 0;
   for (ibemu_core_cq* cq : {q->send_cq, q->recv_cq})
     if (cq) {
-      cq->cq->purge_qp(q->init.qpn);
+      unpolled_errors += cq->cq->purge_qp(q->init.qpn);
       cq->users--;
     }
+  if (provider::diagnostics::on(provider::diagnostics::kChecks)) {
+    c->ctx.checks().destroyed_with_unpolled_errors(q->init.qpn, unpolled_errors);
+    c->ctx.checks().forget_qp(q->init.qpn);
+  }
   if (q->srq) q->srq->users--;
   delete q;
   return 0;
@@ -893,8 +905,18 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.swap = wr.wr.atomic.swap;
     }
   };
-  return post_in_batches<SendWqe>(
+  const bool check = provider::diagnostics::on(provider::diagnostics::kChecks);
+  const QpState state = check ? q->qp->state() : QpState::kUnknown;
+  const int err = post_in_batches<SendWqe>(
       wr, bad, convert, [q](const SendWqe* w, int n, int* b) { return q->qp->post_send(w, n, b); });
+  if (check) {
+    provider::SpecChecks& checks = q->owner->ctx.checks();
+    for (const ibv_send_wr* w = wr; w && !(err && w == *bad); w = w->next)
+      checks.send_posted(q->init.qpn, q->init.max_send_wr,
+                         q->init.sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED));
+    checks.post_send_returned(q->init.qpn, state, err);
+  }
+  return err;
 }
 
 int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -906,8 +928,12 @@ int ibemu_core_post_recv(ibemu_core_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     w.wr_id = wr.wr_id;
     copy_sges(wr, w);
   };
-  return post_in_batches<RecvWqe>(
+  const bool check = provider::diagnostics::on(provider::diagnostics::kChecks);
+  const QpState state = check ? q->qp->state() : QpState::kUnknown;
+  const int err = post_in_batches<RecvWqe>(
       wr, bad, convert, [q](const RecvWqe* w, int n, int* b) { return q->qp->post_recv(w, n, b); });
+  if (check) q->owner->ctx.checks().post_recv_returned(q->init.qpn, state, err);
+  return err;
 }
 
 }  // extern "C"
@@ -933,6 +959,11 @@ AddressVector ibemu::provider::to_av(const ibv_ah_attr& a) noexcept {
 
 int ibemu::provider::modify_engine_qp(provider::ProviderContext& ctx, engine::Qp& qp,
                                       const engine::QpAttr& attr, uint32_t mask) noexcept {
+  const uint8_t bound_port = qp.query().port_num;
+  const uint8_t port = (mask & kQpPort) ? attr.port_num : bound_port ? bound_port : 1;
+  if (provider::diagnostics::on(provider::diagnostics::kChecks) && port >= 1 &&
+      port <= ctx.num_ports())
+    ctx.checks().modify_requested(qp.qpn(), attr, mask, port, ctx.port_view(port).active_mtu);
   if ((mask & kQpPathMtu) &&
       attr.path_mtu > ctx.port_view(qp.query().port_num ? qp.query().port_num : 1).max_mtu)
     return EINVAL;

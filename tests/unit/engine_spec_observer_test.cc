@@ -3,7 +3,7 @@
 // link whose two ends report to an observer, a SEND to a QP with no receive
 // posted is reported as an RNR NAK, first requests from a requester that
 // started at another PSN are reported as a PSN mismatch while a lost first
-// packet is not, and outstanding WRs are found by the key they name.
+// packet is not, and WRs in flight are found by the key they name.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -123,21 +123,43 @@ TEST_F(SpecObserverTest, GivenFirstPacketLostExpectNoMismatchReported) {
   EXPECT_TRUE(seen.mismatches.empty());
 }
 
-TEST_F(SpecObserverTest, GivenWrsNamingARegionExpectCountedUntilTheyComplete) {
+TEST_F(SpecObserverTest, GivenSendsInFlightExpectCountedUntilTheyComplete) {
   connect(0x1000, 0x1000);
-  ASSERT_EQ(post(*d, recv_wr(1, {dst.sge(0, 32)})), 0);
-  ASSERT_EQ(post(*d, recv_wr(2, {dst.sge(32, 32)})), 0);
-  EXPECT_EQ(pair.b.engine.wrs_using_lkey(dst.key), 2u);
-  EXPECT_EQ(pair.b.engine.wrs_using_lkey(dst.key + 1), 0u);
-  ASSERT_EQ(send(1), 0);
-  ASSERT_TRUE(sent(1));
-  EXPECT_EQ(pair.b.engine.wrs_using_lkey(dst.key), 1u);
-  // Inline data is copied at post time: its buffer's region is free at once.
   pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
+  ASSERT_EQ(send(1), 0);
+  ASSERT_EQ(send(2), 0);
+  EXPECT_EQ(pair.a.engine.wrs_using_lkey(src.key), 2u);
+  EXPECT_EQ(pair.a.engine.wrs_using_lkey(src.key + 1), 0u);
+  // Inline data is copied at post time: its buffer's region is free at once.
   ASSERT_EQ(post(*c, send_wr(3, WrOpcode::kSend, {src.sge(0, 8)}, kSendSignaled | kSendInline)), 0);
+  EXPECT_EQ(pair.a.engine.wrs_using_lkey(src.key), 2u);
+  pair.link.policy = nullptr;
+  ASSERT_EQ(post(*d, recv_wr(1, {dst.sge(0, 64)})), 0);
+  ASSERT_EQ(post(*d, recv_wr(2, {dst.sge(0, 64)})), 0);
+  ASSERT_EQ(post(*d, recv_wr(3, {dst.sge(0, 64)})), 0);
+  ASSERT_TRUE(sent(3));
   EXPECT_EQ(pair.a.engine.wrs_using_lkey(src.key), 0u);
-  ASSERT_EQ(send(4), 0);
-  EXPECT_EQ(pair.a.engine.wrs_using_lkey(src.key), 1u);
+}
+
+// A receive waiting for a message is not in flight (programs deregister
+// before destroying the QP that holds it); one a message is being placed
+// into is.
+TEST_F(SpecObserverTest, GivenReceiveExpectCountedWhileAMessageIsPlacedIntoIt) {
+  params.path_mtu = 1;  // 256 bytes: a 512-byte SEND is two packets
+  connect(0x1000, 0x1000);
+  Region big_src = register_region(pair.a.engine, 512, kAccessLocalWrite, 1);
+  Region big_dst = register_region(pair.b.engine, 512, kAccessLocalWrite);
+  ASSERT_EQ(post(*d, recv_wr(1, {big_dst.sge(0, 512)})), 0);
+  EXPECT_EQ(pair.b.engine.wrs_using_lkey(big_dst.key), 0u);
+  int requests = 0;
+  pair.link.policy = [&](const WirePacket& p) {
+    return p.is_request() && ++requests == 2 ? Fate::kDrop : Fate::kDeliver;
+  };
+  ASSERT_EQ(post(*c, send_wr(1, WrOpcode::kSend, {big_src.sge(0, 512)})), 0);
+  pair.link.deliver_all();
+  EXPECT_EQ(pair.b.engine.wrs_using_lkey(big_dst.key), 1u);
+  ASSERT_TRUE(sent(1));
+  EXPECT_EQ(pair.b.engine.wrs_using_lkey(big_dst.key), 0u);
 }
 
 Completion completion(uint32_t qpn, WcStatus status) {

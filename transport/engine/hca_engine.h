@@ -66,7 +66,7 @@ class HcaEngine {
   void set_stall_tolerance(Nanos t) { stall_tolerance_ = t; }
   /// QPs created from now on report to `observer` (IBEMU_CHECK).
   void set_spec_observer(SpecObserver* observer) { spec_ = observer; }
-  /// Outstanding WRs of every QP that name `lkey` (Qp::wrs_using_lkey).
+  /// WRs in flight on every QP that name `lkey` (Qp::wrs_using_lkey).
   uint32_t wrs_using_lkey(uint32_t lkey) const;
 
  private:

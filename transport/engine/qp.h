@@ -126,9 +126,10 @@ class Qp {
   /// every outstanding WR completes with a flush error, as a hardware
   /// driver's reset flow completes them.
   void device_fatal() noexcept;
-  /// How many WRs posted and not yet completed (send or receive) name
-  /// `lkey` in a scatter/gather entry (spec_queries.cc). For IBEMU_CHECK:
-  /// a region deregistered under them fails them later.
+  /// How many WRs in flight name `lkey` in a scatter/gather entry
+  /// (spec_queries.cc): send WRs not completed, and the receive a message
+  /// is being placed into. For IBEMU_CHECK: a region deregistered under
+  /// them fails them.
   uint32_t wrs_using_lkey(uint32_t lkey) noexcept;
   /// XRC receive QPs: the verdict on a request this QP forwarded to the
   /// context that owns its SRQ (xrc_forwarding.cc).

@@ -24,9 +24,10 @@ uint32_t Qp::wrs_using_lkey(uint32_t lkey) noexcept {
     // Inline data was copied when the WR was posted: its buffer is free.
     if (!w.is_inline && names_lkey(w, lkey)) ++n;
   }
-  for (uint64_t pos = rq_.head(); pos < rq_.tail(); ++pos)
-    if (names_lkey(rq_.at(pos), lkey)) ++n;
-  if (resp_.srq_wqe_held && names_lkey(resp_.srq_wqe, lkey)) ++n;
+  // A receive counts once a message is being placed into it. One still
+  // waiting may never be used: programs deregister before they destroy the
+  // QP that holds it, and nothing arrives in between.
+  if (RecvWqe* w = recv_current(); w && resp_.in_send && names_lkey(*w, lkey)) ++n;
   return n;
 }
 
