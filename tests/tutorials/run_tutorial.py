@@ -138,7 +138,7 @@ def script_for(path, blocks, build):
         if "cleanup" in b.attrs:
             cleanups.append(b.text)
     # On failure, the cleanup blocks run once more with errors ignored.
-    trap = ["__cleanup() {", "  set +eE", "  trap - ERR", "  echo '--- cleanup after a failure'"]
+    trap = ["__cleanup() {", "  set +eEu", "  trap - ERR", "  echo '--- cleanup after a failure'"]
     for c in cleanups:
         trap += ["  " + line for line in c.rstrip("\n").splitlines()] + ["  :"]
     trap += ["}", "trap '__s=$?; [ $__s -eq 0 ] || __cleanup; exit $__s' EXIT"]
