@@ -161,7 +161,9 @@ def run_one(path, args, build):
     (work / ".tutorial.sh").write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith("IBEMU_") and k != "XDG_RUNTIME_DIR"}
     env.update(
-        PATH=f"{build / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+        # The build under test, then the system's programs (python3 is
+        # Debian's, with its packages, even where another one comes first).
+        PATH=f"{build / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin:{env.get('PATH', '')}",
         IBEMU_SRC=str(SRC),
         IBEMU_RUNTIME_DIR=str(runtime),
         TUTORIAL_BUILD=str(build),
