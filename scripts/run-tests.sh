@@ -72,6 +72,9 @@ IBEMU_BUILD="$BUILD" PYTHONPATH=harness/pytest-ibemu/src /usr/bin/python3 -m pyt
   -p no:cacheprovider -p pytest_ibemu.plugin harness/pytest-ibemu/tests || status=1
 examples/rdma-retry/run-tests.sh "$BUILD" || status=1
 sanitizer_reports "test harness" || status=1
+echo "== tutorials (docs/tutorials, run as written)"
+tests/tutorials/run.sh "$BUILD" || status=1
+sanitizer_reports "tutorials" || status=1
 echo "== fuzzing (libFuzzer with ASan and UBSan, ${FUZZ_SECONDS:-10} s per target)"
 if command -v clang >/dev/null 2>&1; then
   scripts/fuzz.sh "${FUZZ_BUILD:-build-fuzz}" "${FUZZ_SECONDS:-10}" || status=1
