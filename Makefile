@@ -17,7 +17,7 @@ SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms package package-test fuzz soak
+	kmod kernel-test install install-dkms package package-test fuzz soak tutorials
 
 all: build
 
@@ -44,6 +44,11 @@ unit: build
 
 integration: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/integration
+
+# Every tutorial of docs/tutorials (and docs/testing-your-code.md), run as
+# written (tests/tutorials/README.md).
+tutorials: build
+	tests/tutorials/run.sh $(BUILD)
 
 # ibemu.ko for KVER (scripts/kernel-version.sh picks one), built in $(BUILD)/kernel.
 kmod:
