@@ -1440,5 +1440,24 @@ TEST(RcProtocol, GivenAckForPacketsSentBeforeATimeoutExpectItCompletesTheWr) {
   EXPECT_EQ(pair.a.state(), QpState::kRts);
 }
 
+// IBA 11.4.2.1: the completion an ACK produces overruns the send CQ; the
+// QP goes to ERR and flushes its send queue right under the completer,
+// which must not take the completed WR off the emptied queue a second time.
+TEST(EngineRc, GivenCqOverrunByAckedWritesExpectQpInErrorStillTakingWrs) {
+  ConnectParams p;
+  p.cq_capacity = 2;
+  EnginePair pair(p);
+  testing::Region src = testing::register_region(pair.a.engine, 64, kAccessLocalWrite, 7);
+  testing::Region dst =
+      testing::register_region(pair.b.engine, 64, kAccessLocalWrite | kAccessRemoteWrite);
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(testing::post(*pair.a.qp, testing::write_wr(i, {src.sge(0, 8)}, dst.addr(), dst.key)),
+              0);
+  pair.link.deliver_all();
+  ASSERT_TRUE(pair.a.send_cq.overrun());
+  EXPECT_EQ(pair.a.state(), QpState::kErr);
+  EXPECT_EQ(testing::post(*pair.a.qp, testing::send_wr(9, WrOpcode::kSend, {src.sge(0, 8)})), 0);
+}
+
 }  // namespace
 }  // namespace ibemu::engine

@@ -92,7 +92,12 @@ class WorkRing {
   T& at(uint64_t pos) { return slots_[pos % slots_.size()]; }
   const T& at(uint64_t pos) const { return slots_[pos % slots_.size()]; }
   T& push() { return slots_[tail_++ % slots_.size()]; }
-  void pop() { ++head_; }
+  // Empty already is possible: a completion that overruns its CQ sends the
+  // QP to ERR, whose flush empties the queue under a caller about to pop
+  // the entry it just completed (IBA 11.4.2.1).
+  void pop() {
+    if (head_ != tail_) ++head_;
+  }
 
  private:
   std::vector<T> slots_;
