@@ -18,7 +18,8 @@ bool notify_service_manager_ready() noexcept {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   // A filesystem path, or "@name" for an abstract socket (sd_notify(3)).
-  if (name.empty() || (name[0] != '/' && name[0] != '@') || name.size() >= sizeof(address.sun_path)) return false;
+  if (name.empty() || (name[0] != '/' && name[0] != '@') || name.size() >= sizeof(address.sun_path))
+    return false;
   std::memcpy(address.sun_path, name.data(), name.size());
   if (name[0] == '@') address.sun_path[0] = '\0';
   const socklen_t length = socklen_t(offsetof(sockaddr_un, sun_path) + name.size());
