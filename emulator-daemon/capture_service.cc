@@ -150,23 +150,28 @@ void CaptureService::record(uint64_t time_ns, PortRef from, uint32_t src_qpn, co
   if (finished) publish_count();
 }
 
+void CaptureService::drain() {
+  if (!socket_) return;
+  std::vector<uint8_t> buf(sizeof(CaptureRecordHeader) + wire::kMaxPacket);
+  for (;;) {
+    const ssize_t n = recv(socket_->native_handle(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n < 0) break;
+    CaptureRecordHeader h;
+    if (size_t(n) < sizeof h) continue;
+    std::memcpy(&h, buf.data(), sizeof h);
+    if (h.magic != CaptureRecordHeader::kMagic || h.length != size_t(n) - sizeof h) continue;
+    record(h.time_ns, PortRef{h.device, h.port}, h.src_qpn, buf.data() + sizeof h, h.length);
+  }
+  for (auto& [id, c] : captures_) c.writer->flush();
+}
+
 void CaptureService::receive() {
-  socket_->async_wait(
-      asio::posix::descriptor::wait_read, [this](const boost::system::error_code& ec) {
-        if (ec || !socket_) return;
-        std::vector<uint8_t> buf(sizeof(CaptureRecordHeader) + wire::kMaxPacket);
-        for (;;) {
-          const ssize_t n = recv(socket_->native_handle(), buf.data(), buf.size(), MSG_DONTWAIT);
-          if (n < 0) break;
-          CaptureRecordHeader h;
-          if (size_t(n) < sizeof h) continue;
-          std::memcpy(&h, buf.data(), sizeof h);
-          if (h.magic != CaptureRecordHeader::kMagic || h.length != size_t(n) - sizeof h) continue;
-          record(h.time_ns, PortRef{h.device, h.port}, h.src_qpn, buf.data() + sizeof h, h.length);
-        }
-        for (auto& [id, c] : captures_) c.writer->flush();
-        receive();
-      });
+  socket_->async_wait(asio::posix::descriptor::wait_read,
+                      [this](const boost::system::error_code& ec) {
+                        if (ec || !socket_) return;
+                        drain();
+                        receive();
+                      });
 }
 
 }  // namespace ibemu

@@ -51,6 +51,10 @@ class CaptureService {
   void end_all(uint64_t session);
   /// {"packets": N, "done": bool, "file": current file}, or null.
   Json describe(uint64_t session, uint64_t id) const;
+  /// Records the packets already waiting in the capture socket: a provider's
+  /// send returns once its packet is queued there, so after a program has
+  /// exited a status or a stop counts every packet it sent.
+  void drain();
 
   /// Whether any capture is running (worth building a packet for).
   bool active() const;

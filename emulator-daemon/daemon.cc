@@ -629,6 +629,7 @@ Json Daemon::do_smp(SessionInfo& s, const Json& req) {
 // with it.
 Json Daemon::do_capture(SessionInfo& s, const std::string& op, const Json& req) {
   const uint64_t id = req.value("id", uint64_t{0});
+  if (op != "capture_start") capture_.drain();
   if (op == "capture_status") {
     Json d = capture_.describe(s.id, id);
     if (d.is_null()) return error_reply(ENOENT, "no such capture");

@@ -1,13 +1,17 @@
 #include "emulator-daemon/cli/capture_command.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/child_process.h"
 #include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
@@ -17,9 +21,8 @@ int fail(const std::string& message) {
   std::cerr << "ibemu capture: " << message << "\n";
   return 1;
 }
-}  // namespace
 
-int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
+Json start_request(const CaptureOptions& o) {
   Json start = {{"op", "capture_start"}, {"file", std::filesystem::absolute(o.file).string()},
                 {"count", o.count},      {"file_bytes", uint64_t(o.file_megabytes * 1e6)},
                 {"files", o.files},      {"linktype", o.linktype}};
@@ -30,7 +33,31 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
   }
   if (!o.qpn.empty()) start["qpn"] = std::stoul(o.qpn, nullptr, 0);
   if (o.lid >= 0) start["lid"] = o.lid;
+  return start;
+}
 
+/// The command of `ibemu capture -- COMMAND`, once it has exited.
+struct Child {
+  pid_t pid = -1;
+  bool exited = false;
+  int exit_status = 0;
+
+  /// Passes on a stop signal that a process sent to ibemu capture alone; one
+  /// from the terminal (Ctrl-C) reached the whole process group already.
+  void forward(int sig, const siginfo_t& info) {
+    if (sig > 0 && sig != SIGCHLD && info.si_code != SI_KERNEL) kill(pid, sig);
+  }
+  void reap() {
+    int wait_status = 0;
+    if (waitpid(pid, &wait_status, WNOHANG) != pid) return;
+    exited = true;
+    exit_status = shell_exit_status(wait_status);
+  }
+};
+}  // namespace
+
+int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
+  const Json start = start_request(o);
   // The capture lives as long as this connection: Ctrl-C, a crash or kill
   // all end it.
   ControlClient client;
@@ -41,29 +68,58 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  sigaddset(&stop, SIGCHLD);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   if (client.request(start, &reply) || !reply.value("ok", false))
     return fail(reply.value("error", std::string("no reply")));
   const uint64_t id = reply["id"].get<uint64_t>();
-  std::cerr << "capturing on " << (o.interface.empty() ? "every port" : o.interface) << " into "
-            << o.file << " (Ctrl-C to stop)\n";
+  const std::string where = o.interface.empty() ? "every port" : o.interface;
+
+  // The daemon has told the providers before it replied: from here on no
+  // packet of the command escapes the capture.
+  Child child;
+  if (!o.command.empty()) {
+    std::cerr << "capturing on " << where << " into " << o.file << " while " << o.command[0]
+              << " runs\n";
+    child.pid = spawn_child(o.command, stop);
+    if (child.pid < 0) return fail("cannot start " + o.command[0] + ": " + std::strerror(errno));
+  } else {
+    std::cerr << "capturing on " << where << " into " << o.file << " (Ctrl-C to stop)\n";
+  }
 
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(o.duration));
   uint64_t packets = 0;
+  bool capturing = true;
   for (;;) {
     timespec tick{0, 100 * 1000 * 1000};
-    const int sig = sigtimedwait(&stop, nullptr, &tick);
-    if (client.request({{"op", "capture_status"}, {"id", id}}, &reply) || !reply.value("ok", false))
-      return fail("lost the daemon");
-    packets = reply.value("packets", uint64_t{0});
-    if (sig > 0 || reply.value("done", false) || (o.duration > 0 && Clock::now() >= deadline))
-      break;
+    siginfo_t info{};
+    const int sig = sigtimedwait(&stop, &info, &tick);
+    if (child.pid > 0) {
+      child.forward(sig, info);
+      child.reap();
+    }
+    if (capturing) {
+      // After the command has exited this status counts all it sent.
+      if (client.request({{"op", "capture_status"}, {"id", id}}, &reply) ||
+          !reply.value("ok", false))
+        return fail("lost the daemon");
+      packets = reply.value("packets", uint64_t{0});
+      const bool capture_over =
+          reply.value("done", false) || (o.duration > 0 && Clock::now() >= deadline);
+      if (child.pid < 0 ? capture_over || sig > 0 : capture_over) {
+        client.request({{"op", "capture_stop"}, {"id", id}}, &reply);
+        packets = reply.value("packets", packets);
+        capturing = false;
+      }
+    }
+    if (child.pid < 0 ? !capturing : child.exited) break;
   }
-  client.request({{"op", "capture_stop"}, {"id", id}}, &reply);
+  if (capturing) client.request({{"op", "capture_stop"}, {"id", id}}, &reply);
   std::cerr << packets << " packets captured\n";
-  return 0;
+  return child.exit_status;
 }
 
 }  // namespace ibemu

@@ -447,20 +447,36 @@ int main(int argc, char** argv) {
                    "(LINKTYPE_INFINIBAND, 247)")
       ->check(CLI::IsMember({"erf", "infiniband"}))
       ->capture_default_str();
-  // Everything after the program name is the program's own (its options
-  // too), with or without "--".
+  capture->footer(
+      "ibemu capture -w FILE [OPTIONS] -- COMMAND [ARGS...] starts COMMAND once the capture is "
+      "active, stops the capture when COMMAND exits and exits with COMMAND's status.");
 
   // `run`'s arguments are the program's own, options included: split them off
   // before CLI11 sees them, so `ibemu run ibv_devinfo -l` works with or without "--".
+  // So are those after `capture`'s "--", which may well hold another `run`.
   int own_argc = argc;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "run") {
+    const std::string arg = argv[i];
+    if (arg == "-r" || arg == "--runtime-dir") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("-")) continue;
+    if (arg == "run") {
       own_argc = i + 1;
       int first = i + 1 < argc && std::string(argv[i + 1]) == "--" ? i + 2 : i + 1;
       o.command.assign(argv + first, argv + argc);
-      break;
     }
-    if (std::string(argv[i]) == "-r" || std::string(argv[i]) == "--runtime-dir") ++i;
+    if (arg == "capture") {
+      for (int j = i + 1; j < argc; ++j) {
+        if (std::string(argv[j]) != "--") continue;
+        own_argc = j;
+        cap.command.assign(argv + j + 1, argv + argc);
+        if (cap.command.empty()) return fail("usage: ibemu capture -w FILE [OPTIONS] -- COMMAND");
+        break;
+      }
+    }
+    break;  // the subcommand: what follows is its own
   }
   CLI11_PARSE(app, own_argc, argv);
 

@@ -1,7 +1,7 @@
 """ibemu capture: the packets crossing the emulated ports, written as pcap
 files that tshark dissects as InfiniBand (LRH, BTH opcodes, the CRCs),
 filtered by port, QP or LID, in a ring of files, and ended by a count, a
-duration or Ctrl-C."""
+duration, Ctrl-C or the end of the command it runs."""
 import re
 import signal
 import struct
@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from conftest import BUILD, REPO, free_tcp_port, pingpong_pair, run_pair
+from conftest import BUILD, REPO, free_tcp_port, pingpong_pair, run_pair, spawn_listening
 
 
 def start_capture(fabric, path, *args):
@@ -137,6 +137,44 @@ def test_ctrl_c_ends_the_capture(fabric, tmp_path):
     killed.wait()
     pingpong_pair(fabric, "ibv_rc_pingpong", ["-n", "1", "-s", "64"])
     assert (tmp_path / "kill.pcap").stat().st_size == 24  # the file header only
+
+
+def capture_running(fabric, path, *command):
+    return fabric.run([fabric.ibemu_bin, "-r", str(fabric.runtime_dir), "capture", "-w", str(path),
+                       "--", *command])
+
+
+def test_command_form_misses_no_packet(fabric, tmp_path):
+    """`ibemu capture -w F -- COMMAND` starts COMMAND once the capture is
+    active: the file opens with the client's very first SEND, and ends with
+    the last packet sent before COMMAND exited."""
+    pcap = tmp_path / "command.pcap"
+    port = free_tcp_port()
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "5", "-s", "64"]
+    server = spawn_listening(fabric, base + ["-d", "ibemu0"], port)
+    r = capture_running(fabric, pcap, *base, "-d", "ibemu1", "localhost")
+    server_out = server.communicate(timeout=60)[0]
+    assert r.returncode == 0 and server.returncode == 0, r.stdout + r.stderr + server_out
+    assert "capturing on every port" in r.stderr, r.stderr
+    local = re.search(r"local address: .*QPN (0x[0-9a-f]+), PSN (0x[0-9a-f]+)", r.stdout)
+    remote = re.search(r"remote address: .*QPN (0x[0-9a-f]+)", r.stdout)
+    assert local and remote, r.stdout
+    rows = tshark(pcap, "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn")
+    # 5 SENDs each way and their ACKs: all of them, none before and none after.
+    assert int(re.search(r"(\d+) packets captured", r.stderr).group(1)) == len(rows) == 20, rows
+    opcode, dest_qpn, psn = rows[0]
+    assert opcode == "4", rows  # RC SEND Only
+    assert int(dest_qpn, 16) == int(remote.group(1), 16), (rows[0], r.stdout)
+    assert int(psn) == int(local.group(2), 16), (rows[0], r.stdout)
+
+
+def test_command_form_exits_with_the_commands_status(fabric, tmp_path):
+    r = capture_running(fabric, tmp_path / "exit.pcap", "sh", "-c", "exit 3")
+    assert r.returncode == 3 and "0 packets captured" in r.stderr, r.stderr
+    r = capture_running(fabric, tmp_path / "kill.pcap", "sh", "-c", "kill -TERM $$")
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    r = capture_running(fabric, tmp_path / "none.pcap", "no-such-program-ibemu")
+    assert r.returncode == 127 and "cannot run no-such-program-ibemu" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("bad", [["-i", "ibemu9"], ["-i", "ibemu0:7"]])
