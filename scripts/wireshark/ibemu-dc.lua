@@ -46,6 +46,29 @@ local kinds = {
 local is_response = {[0x0d] = true, [0x0e] = true, [0x0f] = true, [0x10] = true,
                      [0x11] = true, [0x12] = true}
 
+-- "RDMA_WRITE_ONLY_IMM" as Wireshark names RC's opcodes: "RDMA Write Only
+-- Immediate".
+local word_names = {RDMA = "RDMA", IMM = "Immediate", INV = "Invalidate"}
+local function display_name(kind_name)
+  local words = {}
+  for w in kind_name:gmatch("[^_]+") do
+    words[#words + 1] = word_names[w] or (w:sub(1, 1) .. w:sub(2):lower())
+  end
+  return table.concat(words, " ")
+end
+
+-- The summary line: Wireshark's own dissector wrote "Unknown OpCode"
+-- straight before its "QP=..."; the DC name takes its place.
+local function set_info(pinfo, name, dceth)
+  local info = tostring(pinfo.cols.info)
+  local rest = info:match("Unknown OpCode%s*(.-)%s*$")
+  local text = "DC " .. name .. (rest and rest ~= "" and " " .. rest or "")
+  if dceth then
+    text = text .. string.format(" DCI=0x%06x", dceth.dci) .. (dceth.connect and " Connect" or "")
+  end
+  if rest then pinfo.cols.info:set(text) else pinfo.cols.info:prepend(text .. " ") end
+end
+
 local function add_header(tree, name, r)
   if name == "reth" then
     local t = tree:add(dc, r(0, 16), "RETH")
@@ -82,22 +105,22 @@ function dc.dissector(tvb, pinfo, tree)
   local name = "DC_" .. kind[1]
   local t = tree:add(dc, name)
   t:add(f.opcode, name)
-  pinfo.cols.info:prepend(name .. " ")
   -- The extension headers follow the 12-byte BTH, in the buffer the
   -- InfiniBand dissector read the opcode from.
   local start = op.offset + 12
-  if op.source:len() <= start then return end
-  local r = op.source(start)
-  local off = 0
-  if not is_response[low] then
-    if r:len() < 16 then return end
+  local r = op.source:len() > start and op.source(start) or nil
+  local dceth = nil
+  if r and not is_response[low] and r:len() >= 16 then
+    dceth = {connect = bit.band(r(8, 1):uint(), 1) == 1, dci = r(9, 3):uint()}
     local d = t:add(dc, r(0, 16), "DCETH")
     d:add(f.key, r(0, 8))
-    d:add(f.connect, r(8, 1), bit.band(r(8, 1):uint(), 1) == 1)
+    d:add(f.connect, r(8, 1), dceth.connect)
     d:add(f.dci, r(9, 3))
     d:add(f.connection, r(12, 4))
-    off = 16
   end
+  set_info(pinfo, display_name(kind[1]), dceth)
+  if not r or (not is_response[low] and not dceth) then return end
+  local off = dceth and 16 or 0
   for _, h in ipairs(kind[2]) do
     if r:len() <= off then return end
     off = off + add_header(t, h, r(off))

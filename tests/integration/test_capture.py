@@ -220,7 +220,7 @@ def test_dc_packets_decoded_by_the_shipped_dissector(fabric, tmp_path):
     r = subprocess.run(["tshark", "-X", f"lua_script:{DC_DISSECTOR}", "-r", str(pcap), "-T",
                         "fields", "-e", "ibemu_dc.opcode", "-e", "ibemu_dc.dceth.key", "-e",
                         "ibemu_dc.dceth.connect", "-e", "ibemu_dc.dceth.dci", "-e",
-                        "ibemu_dc.dma_len", "-e", "infiniband.bth.destqp"],
+                        "ibemu_dc.dma_len", "-e", "infiniband.bth.destqp", "-e", "_ws.col.Info"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     rows = [line.split("\t") for line in r.stdout.splitlines()]
@@ -232,3 +232,9 @@ def test_dc_packets_decoded_by_the_shipped_dissector(fabric, tmp_path):
     dci = int(firsts[0][3], 16)
     acks = [row for row in dc if row[0] == "DC_ACKNOWLEDGE"]
     assert acks and all(int(row[5], 16) == dci for row in acks), rows
+    # The summary line names the opcode as Wireshark names RC's, in place of
+    # its "Unknown OpCode".
+    dct = firsts[0][5]
+    assert firsts[0][6] == f"DC RDMA Write First QP={dct} DCI={firsts[0][3]} Connect", firsts
+    assert firsts[1][6] == f"DC RDMA Write First QP={dct} DCI={firsts[0][3]}", firsts
+    assert acks[0][6] == f"DC Acknowledge QP={acks[0][5]}", acks
