@@ -1,7 +1,5 @@
 #include "transport/link/shm_ring.h"
 
-#include <time.h>
-
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -90,19 +88,21 @@ int ShmRing::attach(int fd) noexcept {
 }
 
 bool ShmRing::lock_producers() noexcept {
-  // Monotonic: a clock step must neither shorten nor stretch the patience.
-  timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  const long ns = deadline.tv_nsec + std::chrono::nanoseconds(kLockPatience).count();
-  deadline.tv_sec += ns / 1000000000;
-  deadline.tv_nsec = ns % 1000000000;
-  const int rc = pthread_mutex_clocklock(&hdr_->producer_lock, CLOCK_MONOTONIC, &deadline);
-  if (rc == EOWNERDEAD) {
-    // A producer died holding the lock; its packet was never published.
-    pthread_mutex_consistent(&hdr_->producer_lock);
-    return true;
+  // Tries and yields rather than a timed lock: a lock is held for one copy,
+  // the monotonic clock is immune to clock steps, and ThreadSanitizer knows
+  // trylock (it does not know pthread_mutex_clocklock).
+  const auto deadline = std::chrono::steady_clock::now() + kLockPatience;
+  for (;;) {
+    const int rc = pthread_mutex_trylock(&hdr_->producer_lock);
+    if (rc == 0) return true;
+    if (rc == EOWNERDEAD) {
+      // A producer died holding the lock; its packet was never published.
+      pthread_mutex_consistent(&hdr_->producer_lock);
+      return true;
+    }
+    if (rc != EBUSY || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::yield();
   }
-  return rc == 0;
 }
 
 bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
