@@ -14,9 +14,10 @@ REPORTS=$BUILD/sanitizer-reports
 sanitizer_options() { # sanitizer_options DETECT_LEAKS
   export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=$1"
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
-  # report_signal_unsafe=0: perftest's SIGALRM handler (duration mode) calls
-  # fopen, which is perftest's business, not ibemu's.
-  export TSAN_OPTIONS="log_path=$REPORTS/tsan:halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+  # report_signal_unsafe=0 and tests/tsan.supp: perftest's SIGALRM handler
+  # (duration mode) calls fopen and changes errno, which is perftest's
+  # business, not ibemu's.
+  export TSAN_OPTIONS="log_path=$REPORTS/tsan:halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$PWD/tests/tsan.supp"
   export SANITIZER_PRELOAD=$IBEMU_SANITIZER_RUNTIME
 }
 # sanitizer_reports SUITE: prints what the sanitizers reported during SUITE.
