@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import Fabric, free_tcp_port, run_pair
+from conftest import Fabric, free_tcp_port, run_pair, skip_where_tsan_cannot_run
 
 ALL_SIZES = [1 << k for k in range(1, 24)]  # what -a runs: 2 B ... 8 MiB
 
@@ -201,6 +201,7 @@ def run_loopback(fabric, tmp_path, tool_args, timeout=180):
         log = tmp_path / f"loopback{attempt}.out"
         cmd = ["run_perftest_loopback", str(server_cpu), str(client_cpu), *tool_args,
                "-p", str(port)]
+        skip_where_tsan_cannot_run(cmd)  # a /bin/sh script, under ibemu's environment
         with open(log, "w") as f:
             proc = subprocess.Popen(cmd, env=fabric.env(), stdout=f, stderr=subprocess.STDOUT,
                                     start_new_session=True)
