@@ -42,10 +42,11 @@ def sanitizer_runtime():
 
 
 def bulk_mib(mib):
-    """The size of a bulk transfer test: `mib`, but a sixteenth on a
-    ThreadSanitizer build, whose data path runs about ten times slower. The
-    race detector needs the interleavings of retransmission, duplicates and
-    reordering, which a sixteenth of a gigabyte has many thousands of."""
+    """The size of a bulk transfer test (or the length of a long run):
+    `mib`, but a sixteenth on a ThreadSanitizer build, whose data path runs
+    about ten times slower. The race detector needs the interleavings of
+    retransmission, duplicates and reordering, which a sixteenth of a
+    gigabyte has many thousands of."""
     return mib // 16 if "thread" in sanitizer_setting("IBEMU_SANITIZE") else mib
 
 

@@ -171,7 +171,9 @@ def test_a_pingpong_survives_its_hosts_daemon_frozen_past_the_retry_budget(lab):
     pingpong completes."""
     a, b = lab.hosts[0], lab.hosts[1]
     port = free_tcp_port()
-    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "100000", "-s", "64"]
+    # Long enough to outlast the stall, on every build.
+    iters = bulk_mib(100000)
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", str(iters), "-s", "64"]
     stall = threading.Timer(1.0, freeze, (b, 3.0))
     stall.start()
     try:
@@ -179,7 +181,7 @@ def test_a_pingpong_survives_its_hosts_daemon_frozen_past_the_retry_budget(lab):
                                     base + ["-d", "ibemu0", a.address], port)
     finally:
         stall.join()
-    assert "100000 iters" in client and "100000 iters" in server, client + server
+    assert f"{iters} iters" in client and f"{iters} iters" in server, client + server
 
 
 def test_a_frozen_host_does_not_take_its_peers_for_dead(lab):
