@@ -959,14 +959,15 @@ AddressVector ibemu::provider::to_av(const ibv_ah_attr& a) noexcept {
 
 int ibemu::provider::modify_engine_qp(provider::ProviderContext& ctx, engine::Qp& qp,
                                       const engine::QpAttr& attr, uint32_t mask) noexcept {
-  const uint8_t bound_port = qp.query().port_num;
-  const uint8_t port = (mask & kQpPort) ? attr.port_num : bound_port ? bound_port : 1;
-  if (provider::diagnostics::on(provider::diagnostics::kChecks) && port >= 1 &&
-      port <= ctx.num_ports())
-    ctx.checks().modify_requested(qp.qpn(), attr, mask, port, ctx.port_view(port).active_mtu);
-  if ((mask & kQpPathMtu) &&
-      attr.path_mtu > ctx.port_view(qp.query().port_num ? qp.query().port_num : 1).max_mtu)
-    return EINVAL;
+  const uint8_t own_port = qp.query().port_num;
+  const uint8_t bound_port = own_port ? own_port : 1;
+  if (provider::diagnostics::on(provider::diagnostics::kChecks)) {
+    // The port this modify leaves the QP on: the one it names, or its own.
+    const uint8_t port = (mask & kQpPort) ? attr.port_num : bound_port;
+    if (port >= 1 && port <= ctx.num_ports())
+      ctx.checks().modify_requested(qp.qpn(), attr, mask, port, ctx.port_view(port).active_mtu);
+  }
+  if ((mask & kQpPathMtu) && attr.path_mtu > ctx.port_view(bound_port).max_mtu) return EINVAL;
   return qp.modify(attr, mask);
 }
 
