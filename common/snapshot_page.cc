@@ -1,8 +1,6 @@
 #include "common/snapshot_page.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>

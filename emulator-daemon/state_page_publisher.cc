@@ -10,17 +10,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "transport/link/sealed_memfd.h"
+
 namespace ibemu {
 
 StatePagePublisher::StatePagePublisher(const Config& config, const Subnet& subnet)
     : config_(config), subnet_(subnet) {
-  fd_ = memfd_create("ibemu-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd_ < 0 || ftruncate(fd_, sizeof(StatePage)) != 0)
-    throw std::runtime_error("cannot create the state page memfd");
+  // Sealed: clients may map it writable through /proc, but cannot resize it.
+  fd_ = link::create_sealed_memfd("ibemu-state", sizeof(StatePage));
+  if (fd_ < 0) throw std::runtime_error("cannot create the state page memfd");
   void* p = mmap(nullptr, sizeof(StatePage), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) throw std::runtime_error("cannot map the state page");
-  // Clients may map it writable through /proc otherwise; the seal forbids growth.
-  fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
   page_ = new (p) StatePage{};
   page_->magic = StatePage::kMagic;
   page_->daemon_epoch =
