@@ -89,7 +89,9 @@ struct StatePage {
   /// Non-zero while some link has faults or a port is not Active: senders
   /// then look at `faults` and the port states for every packet.
   std::atomic<uint32_t> links_impaired;
-  uint32_t reserved2;
+  /// Bumped after an SM changed some port's P_Key table: QPs then look up
+  /// the P_Key at their pkey_index again.
+  std::atomic<uint32_t> pkey_generation;
   LinkFaultView faults[kMaxDevices][kMaxPorts];  // under `seq`, like the ports
   std::atomic<uint32_t> forced_nak_entries;      // non-zero: look at forced_naks
   uint32_t reserved3;

@@ -18,6 +18,9 @@
  *               receiver's communication ID lies in that block;
  *   CM_LISTEN,  the CM endpoint named by token receives the REQs and
  *   CM_UNLISTEN SIDR_REQs of the port for service_id (under service_mask).
+ *   ISSM        the connection holds its port's IsSM capability bit
+ *               (PortInfo:CapabilityMask) until it closes, as an open
+ *               /dev/infiniband/issmN does; EBUSY while another holds it.
  * Registrations go over their own connection so that their replies never
  * queue behind MADs arriving on the file.
  */
@@ -32,6 +35,7 @@
 #define IBEMU_UMAD_REGISTER_CM 4u
 #define IBEMU_UMAD_CM_LISTEN 5u
 #define IBEMU_UMAD_CM_UNLISTEN 6u
+#define IBEMU_UMAD_ISSM 7u
 
 struct ibemu_umad_request {
   uint32_t op;

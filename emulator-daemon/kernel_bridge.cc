@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -36,7 +37,7 @@ KernelBridge::KernelBridge(boost::asio::io_context& io, const Config& config, co
 
 KernelBridge::~KernelBridge() { stop(); }
 
-bool KernelBridge::start(const std::string& path, Answer answer, Send send) {
+bool KernelBridge::start(const std::string& path, Answer answer, Send send, SetIsSm set_is_sm) {
   if (config_.kernel == "off") return false;
   int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -47,6 +48,7 @@ bool KernelBridge::start(const std::string& path, Answer answer, Send send) {
   fd_.assign(fd);
   answer_ = std::move(answer);
   send_ = std::move(send);
+  set_is_sm_ = std::move(set_is_sm);
   for (size_t d = 0; d < config_.devices.size(); ++d) add_device(static_cast<int>(d));
   for (const PortRef& p : subnet_.ports()) update_port(p);
   do_read();
@@ -116,7 +118,8 @@ void KernelBridge::update_port(PortRef port) {
   m.active_mtu = a.neighbor_mtu ? a.neighbor_mtu : a.max_mtu;
   m.active_width = a.link_width_active;
   m.active_speed = a.link_speed_active;
-  m.pkey = config_.default_pkey;
+  static_assert(IBEMU_CTL_MAX_PKEYS == kMaxPkeys);
+  std::copy(a.pkeys.begin(), a.pkeys.end(), m.pkeys);
   m.port_cap_flags = a.cap_mask;
   m.subnet_prefix = a.subnet_prefix;
   m.port_guid = a.port_guid;
@@ -144,6 +147,16 @@ void KernelBridge::on_message(const uint8_t* msg, size_t len) {
   if (hdr.type == IBEMU_CTL_MAD_OUT && len == sizeof(ibemu_ctl_mad_out)) on_mad_out(msg);
   if (hdr.type == IBEMU_CTL_PROCESS_MAD && len == sizeof(ibemu_ctl_process_mad))
     on_process_mad(msg);
+  if (hdr.type == IBEMU_CTL_PORT_CAP && len == sizeof(ibemu_ctl_port_cap)) on_port_cap(msg);
+}
+
+void KernelBridge::on_port_cap(const uint8_t* msg) {
+  ibemu_ctl_port_cap cap;
+  std::memcpy(&cap, msg, sizeof(cap));
+  if (!valid_port(cap.index, cap.port)) return;
+  const PortRef port{cap.index, cap.port};
+  if (cap.set_mask & mad::kCapIsSm) set_is_sm_(port, true);
+  if (cap.clear_mask & mad::kCapIsSm) set_is_sm_(port, false);
 }
 
 bool KernelBridge::valid_port(int index, int port) const {

@@ -33,13 +33,17 @@ class KernelBridge {
   using Send = std::function<void(PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad,
                                   size_t len)>;
 
+  /// Sets or clears a port's IsSM capability bit (an SM opened or closed
+  /// the kernel's issm file of the port).
+  using SetIsSm = std::function<void(PortRef port, bool is_sm)>;
+
   KernelBridge(boost::asio::io_context& io, const Config& config, const Subnet& subnet);
   ~KernelBridge();
 
   /// Opens `path` and registers every device: true in kernel mode. False when
   /// the module is not loaded and the config says "auto"; throws
   /// std::runtime_error when it says "on", or when the module refuses.
-  bool start(const std::string& path, Answer answer, Send send);
+  bool start(const std::string& path, Answer answer, Send send, SetIsSm set_is_sm);
   void stop();
   bool active() const { return fd_.is_open(); }
 
@@ -60,6 +64,7 @@ class KernelBridge {
   void on_message(const uint8_t* msg, size_t len);
   void on_process_mad(const uint8_t* msg);
   void on_mad_out(const uint8_t* msg);
+  void on_port_cap(const uint8_t* msg);
   bool valid_port(int index, int port) const;
 
   const Config& config_;
@@ -67,6 +72,7 @@ class KernelBridge {
   boost::asio::posix::stream_descriptor fd_;
   Answer answer_;
   Send send_;
+  SetIsSm set_is_sm_;
   std::array<uint8_t, 1024> buf_{};
   KernelBridgeCounters counters_;
 };

@@ -14,6 +14,8 @@ namespace {
 constexpr uint8_t kPhysNoChange = 0;
 constexpr uint8_t kPhysPolling = 2;
 constexpr uint8_t kPhysDisabled = 3;
+// IBA 14.2.5.6 PortInfo AttributeModifier bit 31: SMSupportsExtendedSpeeds.
+constexpr uint32_t kSmSupportsExtendedSpeeds = 1u << 31;
 
 // A LinkWidthEnabled / LinkSpeedEnabled value on SubnSet: 0 = no change,
 // all ones = everything supported, else a non-empty subset of supported.
@@ -85,7 +87,7 @@ std::optional<mad::Smp> Sma::handle(Hop at, const mad::Smp& req) {
       st = do_port_info(at, req, &resp);
       break;
     case AttrId::kPKeyTable:
-      if (!is_set) st = get_pkey_table(at, req, &resp);
+      st = do_pkey_table(at, req, &resp);
       break;
     case AttrId::kLinearForwardingTable:
       if (node.is_switch()) st = do_lft(at, req, &resp);
@@ -124,7 +126,7 @@ MadStatus Sma::get_node_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   // IBA 14.2.5.3: PortGUID is that of the port the SMP came in by; a
   // switch answers with port 0's.
   ni.set_port_guid(n.is_switch() ? n.ports[0].guid : n.ports[size_t(at.port)].guid);
-  ni.set_partition_cap(uint16_t(n.pkeys.size()));
+  ni.set_partition_cap(n.partition_cap);
   ni.set_device_id(n.device_id);
   ni.set_revision(n.revision);
   ni.set_local_port_num(uint8_t(at.port));
@@ -227,9 +229,11 @@ mad::PortInfo Sma::read_port_info(int node_index, int p, int in_port) const {
 
 MadStatus Sma::do_port_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   const NodeModel& n = m_.node(at.node);
-  // IBA 14.2.5.6: the modifier selects the port; on a CA, 0 means the port
-  // the SMP came in by. On a switch 0 is the management port.
-  const uint32_t mod = req.attr_mod();
+  // IBA 14.2.5.6: bits 0-7 of the modifier select the port; on a CA, 0
+  // means the port the SMP came in by. On a switch 0 is the management
+  // port. Bit 31 says the SM knows the extended speeds fields, which this
+  // SMA always fills (opensm sets it).
+  const uint32_t mod = req.attr_mod() & ~kSmSupportsExtendedSpeeds;
   if (mod > uint32_t(n.num_ports())) return MadStatus::kInvalidField;
   const int p = (!n.is_switch() && mod == 0) ? at.port : int(mod);
   if (req.method() == Method::kSet) {
@@ -355,8 +359,8 @@ MadStatus Sma::get_guid_info(Hop at, const mad::Smp& req, mad::Smp* resp) {
   return MadStatus::kOk;
 }
 
-MadStatus Sma::get_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp) {
-  const NodeModel& n = m_.node(at.node);
+MadStatus Sma::do_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp) {
+  NodeModel& n = m_.node(at.node);
   // IBA 14.2.5.7: bits 0-15 block, bits 16-23 port (switches; CAs use the
   // receiving port). At most 16 entries (kMaxPkeys): only block 0.
   const uint32_t mod = req.attr_mod();
@@ -364,8 +368,18 @@ MadStatus Sma::get_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp) {
   const uint32_t port = (mod >> 16) & 0xff;
   if (block != 0 || (mod >> 24) != 0) return MadStatus::kInvalidField;
   if (n.is_switch() ? port > uint32_t(n.num_ports()) : port != 0) return MadStatus::kInvalidField;
+  // A switch without partition enforcement (SwitchInfo:
+  // PartitionEnforcementCap 0) reports its own table for every port.
+  PortModel& table_port = n.ports[size_t(n.is_switch() ? 0 : at.port)];
+  if (req.method() == Method::kSet) {
+    if (n.is_switch() && port != 0) return MadStatus::kInvalidField;
+    // Entries past PartitionCap do not exist and are ignored; 0x0000 and
+    // 0x8000 leave an entry empty (IBA 10.9.1.2).
+    const auto in = req.get_attr<mad::PKeyTable>();
+    for (size_t i = 0; i < n.partition_cap; ++i) table_port.pkeys[i] = in.pkey(i);
+  }
   mad::PKeyTable t;
-  for (size_t i = 0; i < n.pkeys.size(); ++i) t.set_pkey(i, n.pkeys[i]);
+  for (size_t i = 0; i < n.partition_cap; ++i) t.set_pkey(i, table_port.pkeys[i]);
   resp->set_attr(t);
   return MadStatus::kOk;
 }

@@ -27,7 +27,7 @@ class Sma {
   mad::MadStatus do_switch_info(Hop at, const mad::Smp& req, mad::Smp* resp);
   mad::MadStatus do_port_info(Hop at, const mad::Smp& req, mad::Smp* resp);
   mad::MadStatus get_guid_info(Hop at, const mad::Smp& req, mad::Smp* resp);
-  mad::MadStatus get_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp);
+  mad::MadStatus do_pkey_table(Hop at, const mad::Smp& req, mad::Smp* resp);
   mad::MadStatus do_lft(Hop at, const mad::Smp& req, mad::Smp* resp);
   mad::MadStatus get_sm_info(Hop at, const mad::Smp& req, mad::Smp* resp);
 

@@ -46,7 +46,7 @@ StatePagePublisher::~StatePagePublisher() {
   if (fd_ >= 0) close(fd_);
 }
 
-void StatePagePublisher::fill_port(PortRef port) noexcept {
+bool StatePagePublisher::fill_port(PortRef port) noexcept {
   PortAttributes a = subnet_.port(port);
   PortStateView& v = page_->devices[port.device].ports[port.port - 1];
   v.state = static_cast<uint8_t>(a.state);
@@ -63,15 +63,18 @@ void StatePagePublisher::fill_port(PortRef port) noexcept {
   v.cap_mask = a.cap_mask;
   v.port_guid = a.port_guid;
   v.subnet_prefix = a.subnet_prefix;
-  const auto table = config_.pkey_table();
-  v.num_pkeys = uint8_t(table.size());
-  std::copy(table.begin(), table.end(), v.pkeys);
+  const bool pkeys_changed =
+      v.num_pkeys != a.num_pkeys || !std::equal(a.pkeys.begin(), a.pkeys.end(), v.pkeys);
+  v.num_pkeys = a.num_pkeys;
+  std::copy(a.pkeys.begin(), a.pkeys.end(), v.pkeys);
+  return pkeys_changed;
 }
 
 void StatePagePublisher::update_port(PortRef port) noexcept {
   page_->seq.fetch_add(1, std::memory_order_acq_rel);
-  fill_port(port);
+  const bool pkeys_changed = fill_port(port);
   page_->seq.fetch_add(1, std::memory_order_release);
+  if (pkeys_changed) page_->pkey_generation.fetch_add(1, std::memory_order_release);
   update_impaired();
 }
 

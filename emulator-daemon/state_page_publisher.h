@@ -29,7 +29,9 @@ class StatePagePublisher {
   uint64_t epoch() const { return page_->daemon_epoch.load(); }
 
  private:
-  void fill_port(PortRef port) noexcept;
+  /// Copies the port's attributes into the page; true when its P_Key
+  /// table changed.
+  bool fill_port(PortRef port) noexcept;
   /// links_impaired: any faults set, or a configured port not Active.
   void update_impaired() noexcept;
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -42,9 +43,11 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-PortModel fresh_port(uint64_t guid, uint64_t prefix, uint8_t mtu, uint32_t cap) {
+PortModel fresh_port(uint64_t guid, uint64_t prefix, uint8_t mtu, uint32_t cap,
+                     const std::vector<uint16_t>& pkeys) {
   PortModel p;
   p.guid = guid;
+  std::copy_n(pkeys.begin(), std::min(pkeys.size(), p.pkeys.size()), p.pkeys.begin());
   p.gid_prefix = prefix;
   p.cap_mask = cap;
   p.mtu_cap = mtu;
@@ -116,10 +119,12 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
     n.vendor_id = d.vendor_id;
     n.device_id = uint16_t(d.vendor_part_id);
     n.revision = d.hw_ver;
-    n.pkeys = cfg.pkey_table();
+    // Room for an SM's partitions: the config's table fills the first entries.
+    n.partition_cap = kMaxPkeys;
     n.ports.resize(1);  // entry 0 unused on a CA
     for (int p = 1; p <= d.ports; ++p) {
-      n.ports.push_back(fresh_port(d.node_guid + uint64_t(p), cfg.subnet_prefix, mtu, kCaCapMask));
+      n.ports.push_back(fresh_port(d.node_guid + uint64_t(p), cfg.subnet_prefix, mtu, kCaCapMask,
+                                   cfg.pkey_table()));
       ++ca_ports;
     }
     m.nodes.push_back(std::move(n));
@@ -137,21 +142,24 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
     if (clash) ++sw_guid;
   }
   NodeModel sw;
+  // Port 0 is an end port with a table of its own; the external ports have
+  // none (no partition enforcement).
+  sw.partition_cap = kMaxPkeys;
+  const std::vector<uint16_t> switch_pkeys{cfg.default_pkey};
   sw.type = mad::NodeType::kSwitch;
   sw.guid = sw_guid;
   sw.sys_image_guid = sw_guid;
   sw.description = "ibemu-switch " + hostname();
   sw.vendor_id = cfg.devices.empty() ? 0x02c9 : cfg.devices[0].vendor_id;
   sw.device_id = kSwitchDeviceId;
-  sw.pkeys = {cfg.default_pkey};
   sw.lft.assign(subnet_detail::kLinearFdbCap, 0xff);
   // Port 0 shares the node GUID (IBA 14.2.5.3: a switch has one port GUID).
-  sw.ports.push_back(fresh_port(sw_guid, cfg.subnet_prefix, mtu, kSwitchCapMask));
+  sw.ports.push_back(fresh_port(sw_guid, cfg.subnet_prefix, mtu, kSwitchCapMask, switch_pkeys));
   m.switch_node = int(m.nodes.size());
   for (int dev = 0; dev < int(cfg.devices.size()); ++dev) {
     for (int p = 1; p <= cfg.devices[size_t(dev)].ports; ++p) {
       const int sp = sw.num_ports() + 1;
-      PortModel port = fresh_port(0, cfg.subnet_prefix, mtu, kSwitchCapMask);
+      PortModel port = fresh_port(0, cfg.subnet_prefix, mtu, kSwitchCapMask, switch_pkeys);
       port.peer = Hop{dev, p};
       m.node(dev).ports[size_t(p)].peer = Hop{m.switch_node, sp};
       sw.ports.push_back(port);
@@ -163,7 +171,7 @@ Subnet::Subnet(const Config& cfg) : cfg_(cfg), model_(std::make_unique<SubnetMod
   if (first_uplink_port_ + uplinks > 255)
     throw std::invalid_argument("too many CA ports and inter-host ports for one switch");
   for (int i = 0; i < uplinks; ++i) {
-    PortModel port = fresh_port(0, cfg.subnet_prefix, mtu, kSwitchCapMask);
+    PortModel port = fresh_port(0, cfg.subnet_prefix, mtu, kSwitchCapMask, switch_pkeys);
     port.uplink = i;
     sw.ports.push_back(port);
   }
@@ -374,6 +382,8 @@ PortAttributes Subnet::port(PortRef p) const {
   a.link_speed_active = kIbvSpeedEdr;
   a.rate_gbps = kRateGbps;
   a.client_reregister_count = pm.client_reregister_count;
+  a.num_pkeys = uint8_t(m.node(h.node).partition_cap);
+  a.pkeys = pm.pkeys;
   return a;
 }
 

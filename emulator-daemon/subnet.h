@@ -64,6 +64,10 @@ struct PortAttributes {
   /// Bumped each time an SM sets PortInfo:ClientReregister (IBA 14.2.5.6):
   /// the daemon raises IBV_EVENT_CLIENT_REREGISTER when it changes.
   uint32_t client_reregister_count = 0;
+  /// The P_Key table (IBA 10.9, 14.2.5.7): num_pkeys entries (PartitionCap),
+  /// as the config gave it or an SM set it; 0x0000 is an empty entry.
+  std::array<uint16_t, kMaxPkeys> pkeys{};
+  uint8_t num_pkeys = 0;
   bool operator==(const PortAttributes&) const = default;
 };
 

@@ -3,6 +3,7 @@
 // between them. Shared by the SMA (which reads and sets attributes), the SMI
 // (which moves SMPs over the cables) and Subnet (the daemon's API). Internal
 // to the daemon: callers use subnet.h.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,6 +64,10 @@ struct PortModel {
   uint16_t p_key_violations = 0;
   uint16_t q_key_violations = 0;
   uint8_t multicast_pkey_trap_suppression = 0;
+  /// P_KeyTable (IBA 14.2.5.7), entry 0 first: the node's first
+  /// partition_cap entries; 0x0000 is an empty entry. A CA port's is its
+  /// own; of a switch only port 0 has one (no partition enforcement).
+  std::array<uint16_t, kMaxPkeys> pkeys{};
   uint8_t subnet_timeout = 0;
   uint8_t local_phy_errors = 0;
   uint8_t overrun_errors = 0;
@@ -83,7 +88,7 @@ struct NodeModel {
   uint32_t vendor_id = 0;
   uint16_t device_id = 0;
   uint32_t revision = 0;
-  std::vector<uint16_t> pkeys{0xffff};  // P_KeyTable: entry 0 first (IBA 14.2.5.7)
+  uint16_t partition_cap = 1;  // NodeInfo:PartitionCap: P_Key table entries per port
   /// Indexed by port number: a switch's port 0 is its management port, a
   /// CA's entry 0 is unused.
   std::vector<PortModel> ports;

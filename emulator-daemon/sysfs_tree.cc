@@ -101,6 +101,14 @@ void SysfsTree::create(const Subnet& subnet) {
       must_write(dir + "/ibdev", dev.name + "\n");
       must_write(dir + "/port", std::to_string(p) + "\n");
       must_write(dir + "/dev", "0:0\n");
+      // Its issm file: opening it sets the port's IsSM bit (the shim asks
+      // the umad socket); the node is here for `ls /dev/infiniband`.
+      std::string issm = root_ + "/class/infiniband_mad/issm" + std::to_string(umad);
+      fs::create_directories(issm);
+      must_write(issm + "/ibdev", dev.name + "\n");
+      must_write(issm + "/port", std::to_string(p) + "\n");
+      must_write(issm + "/dev", "0:0\n");
+      must_write(root_ + "/dev/infiniband/issm" + std::to_string(umad), "");
     }
     std::string uverbs = root_ + "/class/infiniband_verbs/uverbs" + std::to_string(d);
     fs::create_directories(uverbs);
@@ -128,9 +136,6 @@ void SysfsTree::create(const Subnet& subnet) {
       fs::create_directories(pd + "/gid_attrs/types");
       fs::create_directories(pd + "/gid_attrs/ndevs");
       must_write(pd + "/link_layer", "InfiniBand\n");
-      const auto table = config_.pkey_table();
-      for (size_t i = 0; i < table.size(); ++i)
-        must_write(pd + "/pkeys/" + std::to_string(i), fmt::format("0x{:04x}\n", table[i]));
       must_write(pd + "/gid_attrs/types/0", "IB/RoCE v1\n");
       update_port(subnet, ref);
     }
@@ -149,6 +154,8 @@ void SysfsTree::update_port(const Subnet& subnet, PortRef port) noexcept {
   write_file(pd + "/cap_mask", fmt::format("0x{:08x}\n", a.cap_mask));
   write_file(pd + "/rate", rate_string(a) + "\n");
   write_file(pd + "/gids/0", format_sysfs_gid(a.subnet_prefix, a.port_guid) + "\n");
+  for (size_t i = 0; i < a.num_pkeys; ++i)
+    write_file(pd + "/pkeys/" + std::to_string(i), fmt::format("0x{:04x}\n", a.pkeys[i]));
 }
 
 void SysfsTree::remove() noexcept {

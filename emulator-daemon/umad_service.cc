@@ -42,9 +42,11 @@ int bind_listener(int dirfd, const std::string& name) {
 
 class UmadService::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(asio::io_context& io, int fd, PortRef port) : socket(io, fd), port(port) {}
+  Connection(asio::io_context& io, int fd, PortRef port, size_t umad)
+      : socket(io, fd), port(port), umad(umad) {}
   asio::posix::stream_descriptor socket;
   PortRef port;
+  size_t umad = 0;          // the umad number of its port
   UmadClientId client = 0;  // set once OPEN made it a file
   uint64_t token = 0;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kUmadHeaderSize + kMaxUmadMad);
@@ -57,6 +59,7 @@ class UmadService::Connection : public std::enable_shared_from_this<Connection> 
 
 UmadService::UmadService(asio::io_context& io, Subnet& subnet)
     : io_(io),
+      subnet_(subnet),
       router_(subnet, [this](UmadClientId c, UmadMessage m) { deliver(c, m); }),
       timer_(io) {}
 
@@ -88,6 +91,7 @@ void UmadService::stop() {
   for (auto& l : listeners_) l->close(ec);
   auto files = files_;
   for (auto& [id, c] : files) c->close();
+  for (auto& [umad, c] : issm_holders_) c->close();
 }
 
 void UmadService::accept(size_t listener) {
@@ -100,7 +104,7 @@ void UmadService::accept(size_t listener) {
           // Room for a burst of MADs the program has not read yet.
           int sndbuf = 1 << 20;
           setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-          auto c = std::make_shared<Connection>(io_, fd, ports_[listener]);
+          auto c = std::make_shared<Connection>(io_, fd, ports_[listener], listener);
           c->socket.async_wait(asio::posix::descriptor::wait_read,
                                [this, c](const boost::system::error_code& e) {
                                  if (!e) on_first_message(c);
@@ -138,6 +142,7 @@ void UmadService::on_first_message(std::shared_ptr<Connection> c) {
                          });
     return;
   }
+  if (req.op == IBEMU_UMAD_ISSM) return hold_issm(c);
   auto file = tokens_.find(req.token);
   if (file == tokens_.end()) {
     reply.err = EBADF;
@@ -163,6 +168,30 @@ void UmadService::on_first_message(std::shared_ptr<Connection> c) {
   }
   answer();
   c->close();
+}
+
+void UmadService::hold_issm(std::shared_ptr<Connection> c) {
+  ibemu_umad_reply reply{};
+  // One holder per port, as the kernel's issm file is exclusive; an SM
+  // attached through the control socket (ibemu-sm) keeps its bit.
+  const bool held = issm_holders_.count(c->umad) != 0;
+  const bool had_bit = (subnet_.port(c->port).cap_mask & mad::kCapIsSm) != 0;
+  if (!held) {
+    issm_holders_[c->umad] = c;
+    // Before the reply: once open() returns, sysfs and PortInfo say IsSM.
+    if (!had_bit) subnet_.set_is_sm(c->port, true);
+  }
+  reply.err = held ? EBUSY : 0;
+  send(c->socket.native_handle(), &reply, sizeof reply, MSG_NOSIGNAL);
+  if (held) return c->close();
+  // Nothing is read on the file: its closing (or the program's exit) is
+  // what the wait sees.
+  c->socket.async_wait(asio::posix::descriptor::wait_read,
+                       [this, c, had_bit](const boost::system::error_code&) {
+                         if (!had_bit && !stopped_) subnet_.set_is_sm(c->port, false);
+                         issm_holders_.erase(c->umad);
+                         c->close();
+                       });
 }
 
 void UmadService::on_file_message(std::shared_ptr<Connection> c) {

@@ -34,22 +34,29 @@ class UmadService {
   const MadRouter& router() const { return router_; }
   /// Open umad files.
   size_t files() const { return files_.size(); }
+  /// Open issm files (ports whose IsSM bit a program holds).
+  size_t issm_files() const { return issm_holders_.size(); }
 
  private:
   class Connection;
   void accept(size_t listener);
   void on_first_message(std::shared_ptr<Connection> c);
   void on_file_message(std::shared_ptr<Connection> c);
+  /// An ISSM request: `c` holds its port's IsSM bit until it closes.
+  void hold_issm(std::shared_ptr<Connection> c);
   void deliver(UmadClientId client, const UmadMessage& msg);
   void close_file(UmadClientId client);
   void rearm_timer();
 
   boost::asio::io_context& io_;
+  Subnet& subnet_;
   MadRouter router_;
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> listeners_;
   std::vector<PortRef> ports_;
   std::map<UmadClientId, std::shared_ptr<Connection>> files_;
   std::map<uint64_t, UmadClientId> tokens_;
+  /// By umad number: the connection holding the port's issm file.
+  std::map<size_t, std::shared_ptr<Connection>> issm_holders_;
   boost::asio::steady_timer timer_;
   UmadClientId next_client_ = 1;
   bool stopped_ = false;

@@ -30,7 +30,7 @@ struct ibemu_port_attr {
 	u8 active_mtu;
 	u8 active_width;
 	u8 active_speed;
-	u16 pkey;
+	u16 pkeys[IBEMU_CTL_MAX_PKEYS];
 	u32 port_cap_flags;
 	u64 subnet_prefix;
 	u64 port_guid;

@@ -22,11 +22,13 @@
 
 #include <linux/types.h>
 
-#define IBEMU_CTL_ABI_VERSION 1
+#define IBEMU_CTL_ABI_VERSION 2
 #define IBEMU_CTL_DEVICE_NAME "ibemu"
 #define IBEMU_CTL_NAME_MAX 64
 #define IBEMU_CTL_MAX_PORTS 8
 #define IBEMU_CTL_MAX_DEVICES 16
+/* Entries of a port's P_Key table (NodeInfo:PartitionCap). */
+#define IBEMU_CTL_MAX_PKEYS 16
 #define IBEMU_CTL_MAD_SIZE 256
 #define IBEMU_CTL_GRH_SIZE 40
 /* The uverbs ABI of the provider (sysfs uverbsN/abi_version). */
@@ -41,6 +43,7 @@ enum ibemu_ctl_type {
 	/* module -> daemon */
 	IBEMU_CTL_MAD_OUT = 16,
 	IBEMU_CTL_PROCESS_MAD = 17,
+	IBEMU_CTL_PORT_CAP = 18,
 };
 
 struct ibemu_ctl_hdr {
@@ -96,7 +99,8 @@ struct ibemu_ctl_set_port {
 	__u8 active_mtu;
 	__u8 active_width; /* IB_WIDTH_* */
 	__u8 active_speed; /* IB_SPEED_* */
-	__u16 pkey; /* P_Key table index 0 */
+	__u16 reserved;
+	__u16 pkeys[IBEMU_CTL_MAX_PKEYS]; /* the P_Key table; 0: an empty entry */
 	__u32 port_cap_flags;
 	__u64 subnet_prefix;
 	__u64 port_guid;
@@ -145,6 +149,20 @@ struct ibemu_ctl_process_mad {
 	__u16 slid;
 	__u32 reserved;
 	__u8 mad[IBEMU_CTL_MAD_SIZE];
+};
+
+/*
+ * Capability bits ib_modify_port sets or clears (an SM opening
+ * /dev/infiniband/issmN sets IsSM, closing it clears it). The daemon's SMA
+ * owns PortInfo:CapabilityMask and sends the result back with SET_PORT.
+ */
+struct ibemu_ctl_port_cap {
+	struct ibemu_ctl_hdr hdr;
+	__u8 index;
+	__u8 port;
+	__u16 reserved;
+	__u32 set_mask; /* IB_PORT_* capability bits */
+	__u32 clear_mask;
 };
 
 enum ibemu_ctl_mad_result {

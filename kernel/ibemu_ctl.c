@@ -235,7 +235,6 @@ static int set_port(struct ibemu_ctl_file *f, const struct ibemu_ctl_set_port *m
 		.active_mtu = m->active_mtu,
 		.active_width = m->active_width,
 		.active_speed = m->active_speed,
-		.pkey = m->pkey,
 		.port_cap_flags = m->port_cap_flags,
 		.subnet_prefix = m->subnet_prefix,
 		.port_guid = m->port_guid,
@@ -243,6 +242,7 @@ static int set_port(struct ibemu_ctl_file *f, const struct ibemu_ctl_set_port *m
 
 	if (!dev)
 		return -EINVAL;
+	memcpy(attr.pkeys, m->pkeys, sizeof(attr.pkeys));
 	ibemu_set_port(dev, m->port, &attr);
 	return 0;
 }

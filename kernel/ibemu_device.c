@@ -49,7 +49,7 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 		dev->ports[i].active_mtu = IB_MTU_4096;
 		dev->ports[i].active_width = IB_WIDTH_4X;
 		dev->ports[i].active_speed = IB_SPEED_EDR;
-		dev->ports[i].pkey = 0xffff;
+		dev->ports[i].pkeys[0] = 0xffff;
 		port_without_daemon(&dev->ports[i]);
 	}
 
@@ -107,7 +107,7 @@ static void raise_port_events(struct ibemu_dev *dev, u8 port,
 	else if (!active && was->state == IB_PORT_ACTIVE)
 		dispatch(dev, port, IB_EVENT_PORT_ERR);
 	/* ib_core's GID and P_Key caches refresh on these in any state. */
-	if (now->pkey != was->pkey)
+	if (memcmp(now->pkeys, was->pkeys, sizeof(now->pkeys)))
 		dispatch(dev, port, IB_EVENT_PKEY_CHANGE);
 	if (now->subnet_prefix != was->subnet_prefix ||
 	    now->port_guid != was->port_guid)

@@ -49,7 +49,7 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->max_srq = info->max_srq;
 	attr->max_srq_wr = info->max_srq_wr;
 	attr->max_srq_sge = info->max_sge;
-	attr->max_pkeys = 1;
+	attr->max_pkeys = IBEMU_CTL_MAX_PKEYS;
 	attr->local_ca_ack_delay = 15;
 	return 0;
 }
@@ -74,7 +74,7 @@ static int ibemu_query_port(struct ib_device *ibdev, u32 port_num,
 	attr->gid_tbl_len = 1;
 	attr->port_cap_flags = p.port_cap_flags;
 	attr->max_msg_sz = 1U << 31;
-	attr->pkey_tbl_len = 1;
+	attr->pkey_tbl_len = IBEMU_CTL_MAX_PKEYS;
 	attr->lid = p.lid;
 	attr->sm_lid = p.sm_lid;
 	attr->lmc = p.lmc;
@@ -109,18 +109,40 @@ static int ibemu_query_pkey(struct ib_device *ibdev, u32 port_num, u16 index,
 	struct ibemu_dev *dev = to_dev(ibdev);
 	unsigned long flags;
 
-	if (index != 0)
+	if (index >= IBEMU_CTL_MAX_PKEYS)
 		return -EINVAL;
 	spin_lock_irqsave(&dev->lock, flags);
-	*pkey = dev->ports[port_num - 1].pkey;
+	*pkey = dev->ports[port_num - 1].pkeys[index];
 	spin_unlock_irqrestore(&dev->lock, flags);
 	return 0;
+}
+
+/* ib_umad's issm file sets and clears IsSM through here; the daemon's SMA
+ * holds the capability mask, so the change goes there. */
+static int ibemu_modify_port(struct ib_device *ibdev, u32 port_num, int mask,
+			     struct ib_port_modify *props)
+{
+	struct ibemu_ctl_port_cap msg = {
+		.hdr.type = IBEMU_CTL_PORT_CAP,
+		.hdr.length = sizeof(msg),
+		.port = port_num,
+		.set_mask = props->set_port_cap_mask,
+		.clear_mask = props->clr_port_cap_mask,
+	};
+
+	if (mask & (IB_PORT_SHUTDOWN | IB_PORT_INIT_TYPE))
+		return -EOPNOTSUPP;
+	if ((msg.set_mask | msg.clear_mask) & ~IB_PORT_SM)
+		return -EOPNOTSUPP;
+	if (!msg.set_mask && !msg.clear_mask)
+		return 0;
+	return ibemu_ctl_send(to_dev(ibdev), &msg, sizeof(msg)) ? 0 : -ENODEV;
 }
 
 static int ibemu_get_port_immutable(struct ib_device *ibdev, u32 port_num,
 				    struct ib_port_immutable *immutable)
 {
-	immutable->pkey_tbl_len = 1;
+	immutable->pkey_tbl_len = IBEMU_CTL_MAX_PKEYS;
 	immutable->gid_tbl_len = 1;
 	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_IB;
 	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
@@ -381,6 +403,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.get_dev_fw_str = ibemu_get_dev_fw_str,
 	.get_dma_mr = ibemu_get_dma_mr,
 	.get_port_immutable = ibemu_get_port_immutable,
+	.modify_port = ibemu_modify_port,
 	.modify_qp = ibemu_modify_qp,
 	.poll_cq = ibemu_poll_cq,
 	.post_recv = ibemu_post_mad_recv,

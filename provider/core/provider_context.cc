@@ -274,6 +274,8 @@ void ProviderContext::watch_device() noexcept {
     }
     if (now.lid != was.lid && now.state == active) post_async_event(p, IBV_EVENT_LID_CHANGE);
     if (now.sm_lid != was.sm_lid && now.state == active) post_async_event(p, IBV_EVENT_SM_CHANGE);
+    if (!std::equal(now.pkeys, now.pkeys + kMaxPkeys, was.pkeys))
+      post_async_event(p, IBV_EVENT_PKEY_CHANGE);
     was = now;
   }
 }

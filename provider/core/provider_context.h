@@ -36,6 +36,9 @@ class ProviderContext : public engine::PortTable {
   int open(const char* ibdev_name, int cmd_fd) noexcept;
 
   engine::PortAddress port(uint8_t port_num) const noexcept override;
+  uint32_t pkey_generation() const noexcept override {
+    return page_->pkey_generation.load(std::memory_order_acquire);
+  }
   const DeviceStateView& device() const { return page_->devices[device_index_]; }
   PortStateView port_view(uint8_t port_num) const {
     return page_->read_port(device_index_, port_num - 1);

@@ -221,7 +221,7 @@ int ibemu_core_query_port(ibemu_core_context* c, uint8_t port, ibv_port_attr* ou
   a.max_msg_sz = DeviceLimits::kMaxMsgSize;
   a.bad_pkey_cntr = 0;
   a.qkey_viol_cntr = 0;
-  a.pkey_tbl_len = 1;
+  a.pkey_tbl_len = v.num_pkeys;
   a.lid = v.lid;
   a.sm_lid = v.sm_lid;
   a.lmc = v.lmc;
@@ -393,8 +393,8 @@ ibemu_core_cq* ibemu_core_create_cq(ibemu_core_context* c, int cqe, ibv_cq* ibcq
       return;
     }
     if (wfd < 0) return;
-    uint64_t handle = reinterpret_cast<uintptr_t>(ibcq);  // ib_uverbs_comp_event_desc
-    if (write(wfd, &handle, sizeof(handle)) < 0) {
+    uint64_t cq_handle = reinterpret_cast<uintptr_t>(ibcq);  // ib_uverbs_comp_event_desc
+    if (write(wfd, &cq_handle, sizeof(cq_handle)) < 0) {
       // Pipe full: the application has not read earlier events; a real HCA
       // would also coalesce them.
     }

@@ -244,7 +244,7 @@ static const char k_dev_ib[] = "/dev/infiniband";
 #define K_SYS_LEN 4 /* "/sys": the tree under $IBEMU_SYSFS starts at class/ */
 #define DEV_NULL "/dev/null"
 
-enum map_kind { MAP_TREE, MAP_UVERBS, MAP_UMAD };
+enum map_kind { MAP_TREE, MAP_UVERBS, MAP_UMAD, MAP_ISSM };
 
 static inline int component_end(char c) { return c == '\0' || c == '/'; }
 
@@ -276,9 +276,10 @@ static int is_uverbs_name(const char* s) {
   return digits > 0 && *s == '\0';
 }
 
-/* "umad" followed by a decimal number and nothing else: its number or -1. */
-static long umad_index(const char* s) {
-  if (strncmp(s, "umad", 4) != 0) return -1;
+/* `prefix` ("umad" or "issm") followed by a decimal number and nothing
+ * else: its number or -1. */
+static long mad_file_index(const char* s, const char* prefix) {
+  if (strncmp(s, prefix, 4) != 0) return -1;
   s += 4;
   long n = 0;
   int digits = 0;
@@ -330,7 +331,8 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
     }
     /* A umad node is the daemon's socket for that port: opening it
      * connects (umad.c); every other call sees the socket itself. */
-    if (s[0] == '/' && umad_index(s + 1) >= 0) mapped = MAP_UMAD;
+    if (s[0] == '/' && mad_file_index(s + 1, "umad") >= 0) mapped = MAP_UMAD;
+    if (s[0] == '/' && mad_file_index(s + 1, "issm") >= 0) mapped = MAP_ISSM;
     tail = path;
   }
   size_t tail_len = strlen(tail);
@@ -365,9 +367,17 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
 /* Per-fd state: 0 = not ours; FD_UVERBS = an open /dev/infiniband/uverbsN;
  * FD_CHAN_WRITER = the write end the shim keeps for a completion channel;
  * FD_CHAN_READER | writer << 3 = a completion channel handed out;
- * FD_UMAD = an open /dev/infiniband/umadN (umad.c). */
+ * FD_UMAD = an open /dev/infiniband/umadN (umad.c); FD_ISSM = an open
+ * /dev/infiniband/issmN, which has no read, write or ioctl. */
 #define FD_SLOTS SHIM_UMAD_FD_SLOTS
-enum { FD_NONE = 0, FD_UVERBS = 1, FD_CHAN_WRITER = 2, FD_CHAN_READER = 3, FD_UMAD = 4 };
+enum {
+  FD_NONE = 0,
+  FD_UVERBS = 1,
+  FD_CHAN_WRITER = 2,
+  FD_CHAN_READER = 3,
+  FD_UMAD = 4,
+  FD_ISSM = 5
+};
 #define FD_KIND(v) ((v)&7u)
 #define FD_WRITER_SHIFT 3
 
@@ -419,10 +429,10 @@ static void fd_forget_range(unsigned first, unsigned last) {
     if (fd_state((int)fd) != FD_NONE) fd_forget((int)fd);
 }
 
-/* A new fd refers to the same open uverbs or umad file as oldfd. */
+/* A new fd refers to the same open uverbs, umad or issm file as oldfd. */
 static int fd_inherit(int oldfd, int newfd) {
   const uint32_t state = fd_state(oldfd);
-  if (newfd < 0 || (state != FD_UVERBS && state != FD_UMAD)) return newfd;
+  if (newfd < 0 || (state != FD_UVERBS && state != FD_UMAD && state != FD_ISSM)) return newfd;
   if ((unsigned)newfd >= FD_SLOTS) {
     REAL(close)(newfd);
     errno = EMFILE;
@@ -453,9 +463,11 @@ static NOINLINE int open_mapped(const char* path, int flags, mode_t mode) {
   enum map_kind kind;
   const char* p = map_path(path, buf, &kind);
   if (p == NULL) return -1;
-  if (kind == MAP_UMAD) {
-    int fd = shim_umad_open((unsigned)umad_index(strrchr(path, '/') + 1), flags);
-    if (fd >= 0) fd_track(fd, FD_UMAD);
+  if (kind == MAP_UMAD || kind == MAP_ISSM) {
+    const char* name = strrchr(path, '/') + 1;
+    int fd = kind == MAP_UMAD ? shim_umad_open((unsigned)mad_file_index(name, "umad"), flags)
+                              : shim_issm_open((unsigned)mad_file_index(name, "issm"), flags);
+    if (fd >= 0) fd_track(fd, kind == MAP_UMAD ? FD_UMAD : FD_ISSM);
     return fd;
   }
   /* p is absolute, so openat(AT_FDCWD) serves every variant. */
@@ -718,21 +730,30 @@ static NOINLINE ssize_t uverbs_write(int fd, const void* buf, size_t count) {
   return (ssize_t)count;
 }
 
+/* The kernel's issm file has no read, write or ioctl: EINVAL for each. */
+static NOINLINE int issm_refuses(void) {
+  errno = EINVAL;
+  return -1;
+}
+
 EXPORT ssize_t write(int fd, const void* buf, size_t count) {
   if (UNLIKELY(fd_state(fd) != FD_NONE)) {
     if (fd_state(fd) == FD_UVERBS) return uverbs_write(fd, buf, count);
     if (fd_state(fd) == FD_UMAD) return shim_umad_write(fd, buf, count);
+    if (fd_state(fd) == FD_ISSM) return issm_refuses();
   }
   return REAL(write)(fd, buf, count);
 }
 
 EXPORT ssize_t read(int fd, void* buf, size_t count) {
   if (UNLIKELY(fd_state(fd) == FD_UMAD)) return shim_umad_read(fd, buf, count);
+  if (UNLIKELY(fd_state(fd) == FD_ISSM)) return issm_refuses();
   return REAL(read)(fd, buf, count);
 }
 
 EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
   if (UNLIKELY(fd_state(fd) == FD_UMAD) && count <= buflen) return shim_umad_read(fd, buf, count);
+  if (UNLIKELY(fd_state(fd) == FD_ISSM)) return issm_refuses();
   return REAL(__read_chk)(fd, buf, count, buflen);
 }
 
@@ -744,6 +765,7 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   if (UNLIKELY(fd_state(fd) == FD_UMAD)) return shim_umad_ioctl(fd, request, arg);
+  if (UNLIKELY(fd_state(fd) == FD_ISSM)) return issm_refuses();
   return REAL(ioctl)(fd, request, arg);
 }
 

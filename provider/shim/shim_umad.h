@@ -11,6 +11,9 @@
 
 /* Opens /dev/infiniband/umad<index>: the fd, or -1 with errno. */
 int shim_umad_open(unsigned index, int flags);
+/* Opens /dev/infiniband/issm<index>: holds the port's IsSM bit while open.
+ * Waits while another program holds it (EAGAIN with O_NONBLOCK). */
+int shim_issm_open(unsigned index, int flags);
 /* newfd is a duplicate of the umad file oldfd. */
 void shim_umad_inherit(int oldfd, int newfd);
 int shim_umad_ioctl(int fd, unsigned long request, void* arg);

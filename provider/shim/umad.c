@@ -28,7 +28,10 @@
 static uint64_t g_token[SHIM_UMAD_FD_SLOTS];
 static uint16_t g_index[SHIM_UMAD_FD_SLOTS];
 
-int shim_umad_open(unsigned index, int flags) {
+/* A new connection to umad<index>'s socket whose first request is `op`:
+ * the fd once the daemon accepted it (*reply says more), or -1 with errno
+ * (the daemon's error, if it answered one). */
+static int open_connection(unsigned index, uint32_t op, int flags, struct ibemu_umad_reply* reply) {
   char path[PATH_MAX];
   if (shim_umad_socket_path(index, path) != 0) return -1;
   int fd = ibemu_umad_connect(path, 0);
@@ -38,18 +41,39 @@ int shim_umad_open(unsigned index, int flags) {
     errno = EMFILE;
     return -1;
   }
-  struct ibemu_umad_request req = {.op = IBEMU_UMAD_OPEN};
-  struct ibemu_umad_reply reply;
-  if (ibemu_umad_round_trip(fd, &req, &reply) != 0 || reply.err != 0) {
-    int err = reply.err ? reply.err : errno;
+  struct ibemu_umad_request req = {.op = op};
+  *reply = (struct ibemu_umad_reply){0};
+  if (ibemu_umad_round_trip(fd, &req, reply) != 0 || reply->err != 0) {
+    int err = reply->err ? reply->err : errno;
     close(fd);
     errno = err;
     return -1;
   }
   if (flags & O_NONBLOCK) fcntl(fd, F_SETFL, O_NONBLOCK);
   if (!(flags & O_CLOEXEC)) fcntl(fd, F_SETFD, 0);
+  return fd;
+}
+
+int shim_umad_open(unsigned index, int flags) {
+  struct ibemu_umad_reply reply;
+  int fd = open_connection(index, IBEMU_UMAD_OPEN, flags, &reply);
+  if (fd < 0) return -1;
   g_token[fd] = reply.token;
   g_index[fd] = (uint16_t)index;
+  return fd;
+}
+
+int shim_issm_open(unsigned index, int flags) {
+  struct ibemu_umad_reply reply;
+  int fd;
+  /* The kernel's open sleeps until the holder closes the file. */
+  while ((fd = open_connection(index, IBEMU_UMAD_ISSM, flags, &reply)) < 0 && errno == EBUSY) {
+    if (flags & O_NONBLOCK) {
+      errno = EAGAIN;
+      return -1;
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+  }
   return fd;
 }
 

@@ -25,7 +25,8 @@ def run_ok(fabric, cmd):
 
 def test_umad_nodes_are_listed(fabric):
     out = run_ok(fabric, ["ls", "/dev/infiniband"])
-    assert out.split() == ["umad0", "umad1", "umad2", "umad3", "uverbs0", "uverbs1"], out
+    assert out.split() == ["issm0", "issm1", "issm2", "issm3", "umad0", "umad1", "umad2",
+                           "umad3", "uverbs0", "uverbs1"], out
 
 
 @pytest.mark.parametrize("device,num", [("ibemu0", 2), ("ibemu1", 1)])

@@ -49,19 +49,24 @@ def test_members_that_may_talk_do(partitioned, server_index, client_index):
                          ids=["limited-limited", "other-partition"])
 def test_members_that_may_not_talk_are_dropped_and_counted(partitioned, server_index,
                                                             client_index):
-    before = pkey_violations(partitioned)
+    expect_dropped(partitioned, ["-d", "ibemu0", f"--pkey_index={server_index}"],
+                   ["-d", "ibemu1", f"--pkey_index={client_index}"])
+
+
+def expect_dropped(fabric, server_args, client_args):
+    """ib_send_bw between two QPs whose partitions do not let them talk:
+    the receiver drops every SEND and counts a P_Key violation."""
+    before = pkey_violations(fabric)
     port = free_tcp_port()
     base = ["env", "IBEMU_STALL_TOLERANCE_MS=0",  # IBA's exact retry timing
             "ib_send_bw", "-p", str(port), "-s", "4096", "-n", "20"]
-    server = spawn_listening(partitioned, base + ["-d", "ibemu0", f"--pkey_index={server_index}"],
-                             port)
+    server = spawn_listening(fabric, base + server_args, port)
     try:
-        client = partitioned.run(base + ["-d", "ibemu1", f"--pkey_index={client_index}",
-                                         "localhost"], timeout=60)
+        client = fabric.run(base + client_args + ["localhost"], timeout=60)
         # The client's SENDs are never acknowledged: retry exceeded.
         assert client.returncode != 0, client.stdout
         assert "status" in client.stdout.lower() + client.stderr.lower(), client.stdout
-        assert pkey_violations(partitioned) > before
+        assert pkey_violations(fabric) > before
     finally:
         server.kill()  # it waits for SENDs that never reach it
         server.wait()

@@ -206,15 +206,26 @@ run_opensm() {
   "$SRC/scripts/kernel-node.sh" up --no-sm > /dev/null || return 1
   guid=0x$(cut -d: -f5- /sys/class/infiniband/ibemu0/ports/1/gids/0 | tr -d :)
   mkdir -p /tmp/opensm
+  # Partition 1: ibemu0 port 1 a full member, the other ports limited.
+  printf 'Default=0x7fff : ALL=full ;\np1=0x0001 : ALL=limited, %s=full ;\n' "$guid" \
+    > /tmp/opensm/partitions.conf
   # -o: one sweep, then exit; the cache and logs go where the guest can write.
   OSM_CACHE_DIR=/tmp/opensm timeout 120 $UNSANITIZED opensm -g "$guid" -o -f /tmp/opensm/opensm.log \
-    --dump_files_dir /tmp/opensm > /dev/null
+    -P /tmp/opensm/partitions.conf --dump_files_dir /tmp/opensm > /dev/null
   grep -E "SUBNET UP|ERR" /tmp/opensm/opensm.log
   ibstat ibemu1 1 | grep -E "State|lid"
-  ibstat ibemu1 1 | grep -q "State: Active"
+  ibstat ibemu1 1 | grep -q "State: Active" &&
+    ! grep -q "ERR" /tmp/opensm/opensm.log # issm (modify_port) and P_Key tables included
+}
+# The kernel's P_Key cache (sysfs pkeys/N) holds what opensm set.
+opensm_partitions() {
+  cat /sys/class/infiniband/ibemu0/ports/1/pkeys/1 /sys/class/infiniband/ibemu1/ports/1/pkeys/1
+  grep -qx 0x8001 /sys/class/infiniband/ibemu0/ports/1/pkeys/1 &&
+    grep -qx 0x0001 /sys/class/infiniband/ibemu1/ports/1/pkeys/1
 }
 if command -v opensm > /dev/null; then
   check "opensm brings the ports ACTIVE through umad" run_opensm
+  check "opensm's partitions reach the kernel's P_Key tables" opensm_partitions
   check "ibv_rc_pingpong on opensm's subnet" \
     pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
   "$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1

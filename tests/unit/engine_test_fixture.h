@@ -47,9 +47,17 @@ class FakePorts : public PortTable {
     return port_num == 1 ? addr_ : PortAddress{};
   }
   void set_lmc(uint8_t lmc) { addr_.lmc = lmc; }
+  /// What an SM's SubnSet(P_KeyTable) does to the port.
+  void set_pkey(uint16_t index, uint16_t pkey) {
+    addr_.pkeys[index] = pkey;
+    addr_.num_pkeys = std::max<uint8_t>(addr_.num_pkeys, uint8_t(index + 1));
+    ++pkey_generation_;
+  }
+  uint32_t pkey_generation() const noexcept override { return pkey_generation_; }
 
  private:
   PortAddress addr_;
+  uint32_t pkey_generation_ = 0;
 };
 
 /// A packet as it went onto the fake link (or a message between contexts

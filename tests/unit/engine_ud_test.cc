@@ -78,6 +78,23 @@ TEST_F(Datagrams, GivenDatagramExpectOnePacketAndDataAfterTheGrhArea) {
   EXPECT_EQ(dst.bytes[0], 0) << "no GRH came: the area is left alone";
 }
 
+TEST_F(Datagrams, GivenAnSmMovesTheReceiverToAnotherPartitionExpectItsDatagramsDropped) {
+  ASSERT_EQ(testing::post(*b.qp, testing::recv_wr(5, {dst.sge(0, 1000)})), 0);
+  // The receiving QP's pkey_index 0 now names partition 1; the sender
+  // still sends with the default partition's key.
+  b.ports.set_pkey(0, 0x8001);
+  ASSERT_EQ(testing::post(*a.qp, datagram(1, 8)), 0);
+  deliver();
+  EXPECT_EQ(b.engine.counters().at(1).rcv_pkey_violations.load(), 1u);
+  EXPECT_TRUE(b.recv_wcs.empty());
+  // Both in partition 1 (the sender's packets carry its new key): delivered.
+  a.ports.set_pkey(0, 0x0001);
+  ASSERT_EQ(testing::post(*a.qp, datagram(2, 8)), 0);
+  deliver();
+  ASSERT_EQ(b.recv_wcs.size(), 1u);
+  EXPECT_EQ(b.recv_wcs[0].wr_id, 5u);
+}
+
 TEST_F(Datagrams, GivenWrongQkeyOrNoReceiveExpectSilentDropsCountedByCause) {
   ASSERT_EQ(testing::post(*a.qp, datagram(1, 8)), 0);  // nothing posted at b
   deliver();

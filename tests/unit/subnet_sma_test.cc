@@ -129,6 +129,13 @@ TEST_F(SmaTest, PortInfoOfCaAndSwitchPorts) {
   r = send(subnet_, kSm, dr_get(AttrId::kPortInfo, 3, {}));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status(), MadStatus::kInvalidField);
+  // Bit 31 (SMSupportsExtendedSpeeds, which opensm sets) is not a port.
+  EXPECT_EQ(port_info({1}, 0x80000002u).port_state(), PortState::kInit);
+  r = set_port({1}, 0x80000002u, [](mad::PortInfo&) {});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status(), MadStatus::kOk);
+  r = send(subnet_, kSm, dr_get(AttrId::kPortInfo, 0x40000002u, {1}));
+  EXPECT_EQ(r->status(), MadStatus::kInvalidField);
 }
 
 TEST_F(SmaTest, StatusCodesForWhatTheSmaCannotDo) {
@@ -355,6 +362,45 @@ TEST_F(SmaTest, GuidInfoAndPKeyTable) {
   EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(0), 0xffff);
   r = send(subnet_, kSm, dr_get(AttrId::kPKeyTable, 1, {}));
   EXPECT_EQ(r->status(), MadStatus::kInvalidField);
+}
+
+TEST_F(SmaTest, AnSmSetsEachCaPortsPKeyTable) {
+  std::vector<PortRef> changed;
+  subnet_.on_port_change([&](PortRef p) { changed.push_back(p); });
+  // Room for partitions: PartitionCap entries, the config's first.
+  auto r = send(subnet_, kSm, dr_get(AttrId::kNodeInfo, 0, {}));
+  EXPECT_EQ(r->get_attr<mad::NodeInfo>().partition_cap(), kMaxPkeys);
+  EXPECT_EQ(subnet_.port(kSm).num_pkeys, kMaxPkeys);
+  EXPECT_EQ(subnet_.port(kSm).pkeys[0], 0xffff);
+  EXPECT_EQ(subnet_.port(kSm).pkeys[1], 0);
+
+  mad::PKeyTable t;
+  t.set_pkey(0, 0xffff);
+  t.set_pkey(1, 0x8001);
+  t.set_pkey(2, 0x0002);
+  t.set_pkey(kMaxPkeys, 0x8003);  // past PartitionCap: no such entry
+  r = send(subnet_, kSm, dr_set(AttrId::kPKeyTable, 0, {}, t));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status(), MadStatus::kOk);
+  EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(1), 0x8001);
+  EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(kMaxPkeys), 0);
+  const PortAttributes a = subnet_.port(kSm);
+  EXPECT_EQ(a.pkeys[1], 0x8001);
+  EXPECT_EQ(a.pkeys[2], 0x0002);
+  EXPECT_EQ(changed, std::vector<PortRef>{kSm});  // the daemon republishes it
+  // Only the port the SMP came in by: the CA's other port keeps its table.
+  EXPECT_EQ(subnet_.port({0, 2}).pkeys[1], 0);
+  r = send(subnet_, kSm, dr_get(AttrId::kPKeyTable, 0, {}));
+  EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(2), 0x0002);
+
+  // A switch without partition enforcement has port 0's table only.
+  r = send(subnet_, kSm, dr_set(AttrId::kPKeyTable, 2u << 16, {1}, t));
+  EXPECT_EQ(r->status(), MadStatus::kInvalidField);
+  r = send(subnet_, kSm, dr_set(AttrId::kPKeyTable, 0, {1}, t));
+  EXPECT_EQ(r->status(), MadStatus::kOk);
+  EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(1), 0x8001);
+  r = send(subnet_, kSm, dr_get(AttrId::kPKeyTable, 3u << 16, {1}));
+  EXPECT_EQ(r->get_attr<mad::PKeyTable>().pkey(1), 0x8001);
 }
 
 TEST_F(SmaTest, MKeyProtection) {

@@ -48,6 +48,8 @@ class PortTable {
  public:
   virtual ~PortTable() = default;
   virtual PortAddress port(uint8_t port_num) const noexcept = 0;
+  /// Changes whenever some port's P_Key table changes (an SM set it).
+  virtual uint32_t pkey_generation() const noexcept { return 0; }
 };
 
 }  // namespace ibemu::engine

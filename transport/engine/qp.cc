@@ -79,10 +79,7 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
   if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
   if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
   if (mask & kQpPort) attr_.port_num = a.port_num;
-  // P_Key tables are fixed while the daemon runs: look the QP's up once here,
-  // not for every packet it receives.
-  if ((mask & (kQpPkeyIndex | kQpPort)) && env_.ports)
-    pkey_ = env_.ports->port(attr_.port_num).pkey(attr_.pkey_index);
+  if ((mask & (kQpPkeyIndex | kQpPort)) && env_.ports) refresh_pkey();
   if (mask & kQpQkey) attr_.qkey = a.qkey;
   if (mask & kQpAv) {
     attr_.ah = a.ah;
@@ -424,10 +421,18 @@ void Qp::enter_error() noexcept {
   last_wqe_reached();
 }
 
+void Qp::refresh_pkey() noexcept {
+  pkey_generation_ = env_.ports->pkey_generation();
+  pkey_ = env_.ports->port(attr_.port_num).pkey(attr_.pkey_index);
+}
+
 void Qp::receive(const wire::PacketView& pkt) noexcept {
   std::lock_guard lock(mutex_);
   // IBA 10.9.3: a packet of another partition, or between two
   // limited members, is dropped and counted before anything looks at it.
+  // The P_Key is looked up again only after an SM changed a table, not for
+  // every packet.
+  if (env_.ports && env_.ports->pkey_generation() != pkey_generation_) refresh_pkey();
   if (!pkeys_match(pkt.bth().pkey(), pkey_)) {
     count_drop(&PortCounters::rcv_pkey_violations);
     return;

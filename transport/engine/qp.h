@@ -229,6 +229,8 @@ class Qp {
   void datagram_send(SendWqe& wqe) noexcept;
   void datagram_receive(const wire::PacketView& pkt) noexcept;
   void count_drop(std::atomic<uint64_t> PortCounters::*counter) noexcept;
+  /// Reads the P_Key at the QP's pkey_index from its port's table.
+  void refresh_pkey() noexcept;
 
   // dc_initiator.cc: a DCI's requester picks each WQE's target
   bool dci_select_target(const SendWqe& wqe) noexcept;
@@ -359,8 +361,9 @@ class Qp {
   std::unordered_map<uint64_t, DcConnection> dct_connections_;
   bool dct_loaded_ = false;
 
-  HeldAcks held_acks_;      // responder.cc
-  uint16_t pkey_ = 0xffff;  // the P_Key at attr_.pkey_index of the QP's port
+  HeldAcks held_acks_;            // responder.cc
+  uint16_t pkey_ = 0xffff;        // the P_Key at attr_.pkey_index of the QP's port
+  uint32_t pkey_generation_ = 0;  // the port table's generation pkey_ was read at
   uint64_t dct_loaded_source_ = 0;
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
