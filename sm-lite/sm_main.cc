@@ -15,7 +15,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "common/control_channel.h"
 #include "common/log.h"
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
   std::string lock_file;
   bool once = false;
   std::string log_level = "info";
+  std::string partitions_file;
   app.add_option("--runtime-dir", runtime_dir,
                  "the daemon's runtime directory (default: $IBEMU_RUNTIME_DIR, "
                  "$XDG_RUNTIME_DIR/ibemu, /run/ibemu or /tmp/ibemu-UID)");
@@ -65,12 +68,28 @@ int main(int argc, char** argv) {
                  "standby) a file of its own")
       ->default_str("RUNTIME_DIR/ibemu-sm.lock");
   app.add_flag("--once", once, "sweep once and exit (ports stay Active)");
+  app.add_option("--partitions", partitions_file,
+                 "program every port's P_Key table from FILE (opensm's partitions.conf "
+                 "syntax); without it the tables stay as the daemon's config gives them")
+      ->check(CLI::ExistingFile);
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   ibemu::set_log_level(ibemu::parse_log_level(log_level));
   auto log_line = [](const std::string& line) { ibemu::log_info("ibemu-sm: {}", line); };
+
+  std::optional<std::vector<ibemu::sm::Partition>> partitions;
+  if (!partitions_file.empty()) {
+    std::ifstream in(partitions_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      partitions = ibemu::sm::parse_partitions(text.str());
+    } catch (const std::exception& e) {
+      return fail(partitions_file + ": " + e.what());
+    }
+  }
 
   const ibemu::RuntimePaths paths{runtime_dir.empty() ? ibemu::default_runtime_dir() : runtime_dir};
 
@@ -138,6 +157,7 @@ int main(int argc, char** argv) {
   ibemu::sm::ControlTransport transport(client, dev_index, port);
   ibemu::sm::SubnetManager sm(transport, log_line);
   sm.set_priority(uint8_t(priority));
+  if (partitions) sm.set_partitions(std::move(*partitions));
   // The SMA of our port answers other SMs' SMInfo for us: it must know what
   // we are before anyone asks.
   sm.on_state_change([&client, &log_line](uint8_t prio, ibemu::mad::SmState state) {

@@ -302,6 +302,37 @@ bool SubnetManager::managed(const SmNode& n, int num, const SmPort& p) {
   return p.known && (is_endpoint_port(n, num) || p.linked);
 }
 
+bool SubnetManager::program_pkey_tables() {
+  bool ok = true;
+  for (auto& n : nodes_) {
+    const size_t capacity = std::min<size_t>(n.info.partition_cap(), mad::PKeyTable::kEntries);
+    for (auto& [num, p] : n.ports) {
+      if (!is_endpoint_port(n, num) || !managed(n, num, p)) continue;
+      const EndPort port{p.guid, n.type == NodeType::kSwitch, p.guid == sm_port_guid_};
+      const std::vector<uint16_t> want = pkey_table(partitions_, port, capacity);
+      // Block 0 (ports with more than 32 entries keep the rest); a
+      // switch's port 0 is port 0 of the modifier.
+      auto have = get<mad::PKeyTable>(AttrId::kPKeyTable, 0, p.path);
+      if (!have) {
+        ok = false;
+        continue;
+      }
+      mad::PKeyTable table = *have;
+      for (size_t i = 0; i < capacity; ++i) table.set_pkey(i, want[i]);
+      if (table.bytes == have->bytes) continue;
+      if (!set<mad::PKeyTable>(AttrId::kPKeyTable, 0, p.path, table)) {
+        ok = false;
+        continue;
+      }
+      std::string keys;
+      for (uint16_t k : want)
+        if (k) keys += fmt::format(" {:#06x}", k);
+      log(fmt::format("{:#018x} port {}: P_Key table{}", n.guid, num, keys));
+    }
+  }
+  return ok;
+}
+
 bool SubnetManager::configure_ports() {
   bool ok = true;
   for (auto& n : nodes_)
@@ -502,6 +533,7 @@ bool SubnetManager::sweep() {
   assign_lids();
   bool ok = discovery_errors_ == 0;
   ok = configure_ports() && ok;
+  if (program_pkeys_) ok = program_pkey_tables() && ok;
   ok = program_switches() && ok;
   ok = activate_ports() && ok;
   log(fmt::format("sweep {}: {} nodes, {} LIDs, SM LID {}: {}", sweeps_, nodes_.size(),

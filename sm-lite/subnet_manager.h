@@ -19,6 +19,7 @@
 
 #include "common/mad/smp.h"
 #include "common/mad/smp_attributes.h"
+#include "sm-lite/partitions.h"
 #include "sm-lite/sm_negotiation.h"
 #include "sm-lite/smp_transport.h"
 
@@ -69,6 +70,12 @@ class SubnetManager {
   /// first sweep.
   void set_priority(uint8_t priority) { priority_ = priority & 0xf; }
   void on_state_change(StateListener listener) { state_listener_ = std::move(listener); }
+  /// Partitions to program into every end port's P_Key table as master
+  /// (partitions.h). Without them the SM leaves the tables as they are.
+  void set_partitions(std::vector<Partition> partitions) {
+    partitions_ = std::move(partitions);
+    program_pkeys_ = true;
+  }
 
   /// Discovers the subnet and negotiates with the other SMs it finds. As
   /// MASTER it then assigns LIDs, programs forwarding tables and moves every
@@ -128,6 +135,8 @@ class SubnetManager {
   void assign_lids();
   bool configure_ports();
   bool program_switches();
+  /// Writes each end port's P_Key table where it differs from partitions_.
+  bool program_pkey_tables();
   bool activate_ports();
 
   SmNode* find(uint64_t guid);
@@ -163,6 +172,8 @@ class SubnetManager {
   int sweeps_ = 0;
   int discovery_errors_ = 0;
   bool swept_ok_ = false;
+  std::vector<Partition> partitions_;
+  bool program_pkeys_ = false;
 };
 
 }  // namespace ibemu::sm

@@ -168,6 +168,7 @@ struct GuidInfo {
 /// IBA 14.2.5.7 P_KeyTable: a block of 32 P_Keys; AttributeModifier bits
 /// 0-15 = block, bits 16-23 = port (switches).
 struct PKeyTable {
+  static constexpr size_t kEntries = 32;
   std::array<uint8_t, 64> bytes{};
   uint16_t pkey(size_t i) const noexcept { return uint16_t(get_field(bytes.data(), slot(i))); }
   void set_pkey(size_t i, uint16_t v) noexcept { set_field(bytes.data(), slot(i), v); }

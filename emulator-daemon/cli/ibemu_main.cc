@@ -66,6 +66,7 @@ struct Options {
   std::string config;
   bool no_sm = false;
   int sm_priority = 0;
+  std::string partitions;
   double timeout = 20;
   bool json = false;
   std::vector<std::string> command;
@@ -157,10 +158,17 @@ int cmd_up(const Options& o) {
   if (o.no_sm) return 0;
   if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
     wait_for_peers(o.runtime_dir);
-    pid_t pid = spawn_background({bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir, "--priority",
-                                  std::to_string(o.sm_priority)},
-                                 paths.sm_log());
+    std::vector<std::string> sm_args{bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir,
+                                     "--priority", std::to_string(o.sm_priority)};
+    if (!o.partitions.empty()) {
+      sm_args.push_back("--partitions");
+      sm_args.push_back(std::filesystem::absolute(o.partitions).string());
+    }
+    pid_t pid = spawn_background(sm_args, paths.sm_log());
     std::cout << "ibemu-sm started (pid " << pid << ")\n";
+  } else if (!o.partitions.empty()) {
+    std::cerr << "ibemu: warning: --partitions is ignored: ibemu-sm is already running "
+                 "(ibemu down first to change it)\n";
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
   // Ready when a subnet manager is attached and every port is ACTIVE.
@@ -376,6 +384,10 @@ int main(int argc, char** argv) {
                  "becomes master, the others stand by")
       ->check(CLI::Range(0, 15))
       ->capture_default_str();
+  up->add_option("--partitions", o.partitions,
+                 "the subnet manager programs every port's P_Key table from this file "
+                 "(opensm's partitions.conf syntax, see docs/security.md)")
+      ->check(CLI::ExistingFile);
   up->add_option("--timeout", o.timeout, "seconds to wait");
   app.add_subcommand("down", "stop ibemu-sm and ibemud");
   auto* status = app.add_subcommand("status", "devices, ports, LIDs, processes, QPs");
