@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build-fuzz}
 seconds=${2:-60}
 shift 2 2>/dev/null || shift $#
-targets=${*:-packet mad control config kernel_ctl}
+targets=${*:-packet mad control config kernel_ctl partitions}
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
