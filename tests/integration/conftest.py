@@ -50,6 +50,16 @@ def bulk_mib(mib):
     return mib // 16 if "thread" in sanitizer_setting("IBEMU_SANITIZE") else mib
 
 
+def drop_sanitizer_reports_of(pid):
+    """Removes what the sanitizers wrote about process `pid` (their
+    log_path files, `PATH.PID`): for a run whose fault is known to be the
+    program's own, not ibemu's."""
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+        for option in os.environ.get(var, "").split(":"):
+            if option.startswith("log_path="):
+                Path(f"{option[len('log_path='):]}.{pid}").unlink(missing_ok=True)
+
+
 def skip_where_tsan_cannot_run(cmd):
     """ThreadSanitizer's runtime, preloaded into a program built without it,
     crashes the program at its first setjmp: dash, bash and python3 cannot
