@@ -12,7 +12,7 @@ IBEMU_SANITIZE=
 [ -f "$BUILD/sanitizers.sh" ] && . "$BUILD/sanitizers.sh"
 REPORTS=$BUILD/sanitizer-reports
 sanitizer_options() { # sanitizer_options DETECT_LEAKS
-  export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=$1"
+  export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=$1:suppressions=$PWD/tests/asan.supp"
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
   # report_signal_unsafe=0 and tests/tsan.supp: perftest's SIGALRM handler
   # (duration mode) calls fopen and changes errno, which is perftest's

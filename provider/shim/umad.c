@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,9 +171,5 @@ ssize_t shim_umad_write(int fd, const void* buf, size_t count) {
     errno = EINVAL;
     return -1;
   }
-  /* The raw call, not send(): the sanitizers' send() checks the buffer
-   * after the data has gone, and by then another thread of the program may
-   * have taken the reply and freed it (opensm does), a use-after-free that
-   * never happened. */
-  return syscall(SYS_sendto, fd, buf, count, MSG_NOSIGNAL, NULL, 0);
+  return send(fd, buf, count, MSG_NOSIGNAL);
 }
