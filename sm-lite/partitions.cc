@@ -87,12 +87,14 @@ Partition parse_definition(std::string_view text, int line) {
     fail(line, fmt::format("partition \"{}\" needs a P_Key (Name=0x0001 .. 0x7fff)", p.name));
   p.pkey = uint16_t(key & kDefaultPartition);  // membership is each member's
   Membership by_default = Membership::kLimited;
-  for (size_t i = 1; i < header.size(); ++i)
-    if (header[i].substr(0, header[i].find('=')) == "defmember")
-      by_default = parse_membership(header[i].find('=') == std::string_view::npos
-                                        ? std::string_view()
-                                        : trim(header[i].substr(header[i].find('=') + 1)),
-                                    line);
+  for (size_t i = 1; i < header.size(); ++i) {
+    const auto flag_eq = header[i].find('=');
+    if (trim(header[i].substr(0, flag_eq)) != "defmember") continue;
+    by_default =
+        parse_membership(flag_eq == std::string_view::npos ? std::string_view()
+                                                           : trim(header[i].substr(flag_eq + 1)),
+                         line);
+  }
   for (std::string_view member : split(text.substr(colon + 1), ','))
     if (!member.empty() && member != "NONE" && member != "ALL_ROUTERS")
       p.members.push_back(parse_member(member, by_default, line));
