@@ -18,6 +18,15 @@ struct ibemu_list_node {
   struct ibemu_list_node *next, *prev;
 };
 
+/* How a verbs_match_ent matches (driver.h's enum verbs_match_kind). */
+enum {
+  IBEMU_VERBS_MATCH_SENTINEL = 0,
+  IBEMU_VERBS_MATCH_MODALIAS = 2,
+};
+
+/* A driver id a kernel driver reported over netlink; ibemu.ko has none. */
+enum { IBEMU_RDMA_DRIVER_UNKNOWN = 0 };
+
 struct verbs_match_ent {
   void* driver_data;
   union {

@@ -22,8 +22,25 @@
 
 /* ---- device ---- */
 
+/*
+ * Every libibverbs from v35 on walks each provider's match_table, with no
+ * NULL check, for every device a kernel driver identified (driver id set:
+ * rxe, mlx5, any real HCA), so a provider without a table crashes every
+ * verbs program on such a host. The table matches the device name, as
+ * libibverbs spells it for name matches ("rdma_device:N<name>", fnmatch).
+ */
+static const struct verbs_match_ent ibemu_match_table[] = {
+    {.u.modalias = "rdma_device:*Nibemu*", .kind = IBEMU_VERBS_MATCH_MODALIAS},
+    {.kind = IBEMU_VERBS_MATCH_SENTINEL},
+};
+
+/* libibverbs calls this after the table, whatever the table said. A device
+ * with a driver id belongs to that kernel driver's provider, even if someone
+ * renamed it ibemu-something; ibemu.ko reports none. */
 static bool ibemu_match_device(struct verbs_sysfs_dev* sysfs_dev) {
-  return strncmp(sysfs_dev->ibdev_name, "ibemu", 5) == 0;
+  return sysfs_dev->match == &ibemu_match_table[0] &&
+         sysfs_dev->driver_id == IBEMU_RDMA_DRIVER_UNKNOWN &&
+         strncmp(sysfs_dev->ibdev_name, "ibemu", 5) == 0;
 }
 
 static struct verbs_device* ibemu_alloc_device(struct verbs_sysfs_dev* sysfs_dev) {
@@ -680,6 +697,7 @@ static const struct verbs_device_ops ibemu_dev_ops = {
     .name = "ibemu",
     .match_min_abi_version = IBEMU_DRIVER_ABI,
     .match_max_abi_version = IBEMU_DRIVER_ABI,
+    .match_table = ibemu_match_table,
     .match_device = ibemu_match_device,
     .alloc_context = ibemu_alloc_context,
     .alloc_device = ibemu_alloc_device,
