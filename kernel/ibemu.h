@@ -9,6 +9,7 @@
 #ifndef IBEMU_H
 #define IBEMU_H
 
+#include <linux/idr.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
@@ -44,6 +45,8 @@ struct ibemu_dev {
 	spinlock_t lock;
 	struct ibemu_port_attr ports[IBEMU_CTL_MAX_PORTS];
 	struct ibemu_qp *mad_qp[IBEMU_CTL_MAX_PORTS][2];
+	/* Index part (bits 8-31) of the keys of kernel consumers' MRs. */
+	struct ida mr_indexes;
 	/* The control file driving it and its index there; under ibemu_ctl_lock. */
 	struct ibemu_ctl_file *owner;
 	u8 owner_index;

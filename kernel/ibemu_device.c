@@ -44,6 +44,7 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 		return ERR_PTR(-ENOMEM);
 	dev->info = *info;
 	spin_lock_init(&dev->lock);
+	ida_init(&dev->mr_indexes);
 	for (i = 0; i < info->num_ports; i++) {
 		dev->ports[i].max_mtu = IB_MTU_4096;
 		dev->ports[i].active_mtu = IB_MTU_4096;
@@ -69,6 +70,7 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	 * addresses, which is what the MAD QPs copy from and to. */
 	err = ib_register_device(&dev->ibdev, info->name, NULL);
 	if (err) {
+		ida_destroy(&dev->mr_indexes);
 		ib_dealloc_device(&dev->ibdev);
 		return ERR_PTR(err);
 	}
@@ -81,6 +83,7 @@ void ibemu_destroy_device(struct ibemu_dev *dev)
 	lockdep_assert_held(&ibemu_devices_mutex);
 	list_del(&dev->node);
 	ib_unregister_device(&dev->ibdev);
+	ida_destroy(&dev->mr_indexes);
 	ib_dealloc_device(&dev->ibdev);
 }
 

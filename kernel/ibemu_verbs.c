@@ -296,11 +296,29 @@ void ibemu_cq_push(struct ibemu_cq *cq, const struct ib_wc *wc)
 
 /* ---- MRs and AHs of kernel consumers ---- */
 
+/*
+ * ib_alloc_pd asks for this MR when a consumer wants an unsafe global rkey
+ * (SRP, and iSER when told not to always register); its rkey becomes the
+ * PD's, and consumers take 0 for "none" (ib_srp warns). Keys are
+ * IBA-shaped: an index in bits 8-31, never 0, and a key byte the consumer
+ * may change.
+ */
 static struct ib_mr *ibemu_get_dma_mr(struct ib_pd *pd, int access)
 {
+	struct ibemu_dev *dev = to_dev(pd->device);
 	struct ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	int index;
 
-	return mr ? mr : ERR_PTR(-ENOMEM);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	index = ida_alloc_range(&dev->mr_indexes, 1, 0xffffff, GFP_KERNEL);
+	if (index < 0) {
+		kfree(mr);
+		return ERR_PTR(index);
+	}
+	mr->lkey = (u32)index << 8;
+	mr->rkey = mr->lkey;
+	return mr;
 }
 
 /* A program's memory regions are registered in its provider. */
@@ -313,6 +331,7 @@ static struct ib_mr *ibemu_reg_user_mr(struct ib_pd *pd, u64 start, u64 length,
 
 static int ibemu_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
 {
+	ida_free(&to_dev(mr->device)->mr_indexes, mr->lkey >> 8);
 	kfree(mr);
 	return 0;
 }
@@ -363,13 +382,40 @@ static int ibemu_destroy_ah(struct ib_ah *ibah, u32 flags)
 
 /* ---- QPs: only QP0 and QP1 of kernel consumers ---- */
 
+static const char *qp_type_name(enum ib_qp_type type)
+{
+	switch (type) {
+	case IB_QPT_RC:
+		return "RC";
+	case IB_QPT_UC:
+		return "UC";
+	case IB_QPT_UD:
+		return "UD";
+	case IB_QPT_XRC_INI:
+		return "XRC initiator";
+	case IB_QPT_XRC_TGT:
+		return "XRC target";
+	case IB_QPT_RAW_PACKET:
+		return "raw packet";
+	default:
+		return "driver-specific";
+	}
+}
+
 static int ibemu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			   struct ib_udata *udata)
 {
 	if (udata)
 		return -EOPNOTSUPP;
-	if (init->qp_type != IB_QPT_SMI && init->qp_type != IB_QPT_GSI)
+	if (init->qp_type != IB_QPT_SMI && init->qp_type != IB_QPT_GSI) {
+		/* Consumers report only an errno, often a misleading one
+		 * (IPoIB: -ENOMEM): say what is missing, and whose QP. */
+		ibdev_notice_ratelimited(ibqp->device,
+			"%s: kernel %s QPs are not supported yet, only QP0 and QP1 (see ibemu's docs/kernel-mode.md)\n",
+			ibqp->res.kern_name ? ibqp->res.kern_name : "a kernel consumer",
+			qp_type_name(init->qp_type));
 		return -EOPNOTSUPP;
+	}
 	return ibemu_create_mad_qp(ibqp, init);
 }
 

@@ -104,6 +104,41 @@ wait_port() { # wait_port DEVICE PORT STATE
   return 1
 }
 
+# Another RDMA device beside ibemu's, as on a host with a real HCA: Soft-RoCE
+# on a dummy Ethernet device. Its driver id is set (netlink reports it), the
+# case in which libibverbs walks every provider's match table.
+RXE_NETDEV=ibemu-rxe
+rxe_up() {
+  modprobe rdma_rxe && modprobe dummy &&
+    ip link add "$RXE_NETDEV" type dummy &&
+    ip link set "$RXE_NETDEV" up &&
+    ip addr add 192.0.2.1/24 dev "$RXE_NETDEV" &&
+    rdma link add rxe0 type rxe netdev "$RXE_NETDEV" &&
+    wait_port rxe0 1 ACTIVE
+}
+# What a program sees of rxe0; compared before and after ibemu is installed.
+rxe_view() {
+  ibv_devinfo -v -d rxe0
+}
+HAVE_RXE=""
+if modinfo rdma_rxe > /dev/null 2>&1 && modinfo dummy > /dev/null 2>&1; then
+  check "Soft-RoCE's rxe0 comes up (before ibemu is installed)" rxe_up &&
+    rxe_view > /tmp/rxe-view.before 2>&1 && HAVE_RXE=yes
+fi
+# Nothing of ibemu must change what a program sees of rxe0 (diff), and
+# perftest must run on it.
+rxe_unchanged() {
+  rxe_view > /tmp/rxe-view.now 2>&1
+  diff /tmp/rxe-view.before /tmp/rxe-view.now
+}
+rxe_checks() { # rxe_checks WHEN
+  [ -n "$HAVE_RXE" ] || return 0
+  check "ibv_devices lists rxe0 $1" contains "rxe0" ibv_devices
+  check "what ibv_devinfo shows of rxe0 is unchanged $1" rxe_unchanged
+  check "ib_write_bw on rxe0 $1" \
+    pair 120 ib_write_bw -d rxe0 -s 65536 -n 100 -- ib_write_bw -d rxe0 -s 65536 -n 100 127.0.0.1
+}
+
 # /etc whole: make install adds /etc/ibemu, which the host may not have.
 for dir in /usr/local /etc /usr/lib/x86_64-linux-gnu/libibverbs \
   /usr/src /var/lib /lib/modules; do
@@ -117,15 +152,17 @@ if command -v dkms > /dev/null && [ -z "$IBEMU_SANITIZER_RUNTIME" ]; then
   # make install-dkms: DKMS builds ibemu.ko for this kernel and installs it.
   check "make install-dkms's steps (scripts/install.sh --dkms)" \
     "$SRC/scripts/install.sh" "$BUILD" --dkms
-  check "modules load (ib_core, ib_uverbs, ib_umad, DKMS's ibemu.ko)" \
-    "$SRC/scripts/kernel-node.sh" load
+  IBEMU_KO=""
 else
   check "make install's steps (scripts/install.sh)" "$SRC/scripts/install.sh" "$BUILD"
-  check "modules load (ib_core, ib_uverbs, ib_umad, ibemu.ko)" \
-    "$SRC/scripts/kernel-node.sh" load "$BUILD/kernel/ibemu.ko"
+  IBEMU_KO=$BUILD/kernel/ibemu.ko
 fi
 export PATH=/usr/local/bin:$PATH
+# From here on every verbs program loads ibemu's provider.
 sanitize_programs
+rxe_checks "(ibemu installed, ibemu.ko not loaded)"
+check "modules load (ib_core, ib_uverbs, ib_umad, ${IBEMU_KO:-DKMS's }ibemu.ko)" \
+  $UNSANITIZED "$SRC/scripts/kernel-node.sh" load $IBEMU_KO
 check "no daemon, no device" sh -c '! ls /sys/class/infiniband/ 2>/dev/null | grep -q ibemu'
 
 check "ibemud registers its devices (kernel mode)" "$SRC/scripts/kernel-node.sh" up --no-sm
@@ -138,6 +175,10 @@ check "ports ACTIVE (ibstat)" contains "State: Active" ibstat ibemu0 1
 check "ibv_asyncwatch sees PORT_ACTIVE" sh -c 'sleep 1; cat /tmp/asyncwatch.out; grep -q "IBV_EVENT_PORT_ACTIVE" /tmp/asyncwatch.out'
 
 check "ibv_devices" contains "ibemu0.*ibemu1|ibemu1.*ibemu0" sh -c 'ibv_devices | tr "\n" " "'
+if [ -n "$HAVE_RXE" ]; then
+  check "ibv_devices lists rxe0, ibemu0 and ibemu1" sh -c \
+    'ibv_devices | tee /tmp/devices.out; for d in rxe0 ibemu0 ibemu1; do grep -qw $d /tmp/devices.out || exit 1; done'
+fi
 check "ibv_devinfo -v" contains "state:[[:space:]]+PORT_ACTIVE" ibv_devinfo -v -d ibemu0
 check "rdma link show" contains "link ibemu0/1 .*state ACTIVE" rdma link show
 check "/dev/infiniband holds uverbs and umad" sh -c 'ls /dev/infiniband; ls /dev/infiniband | grep -q uverbs0 && ls /dev/infiniband | grep -q umad0'
@@ -165,6 +206,46 @@ check "ib_write_bw" \
   pair 120 ib_write_bw -d ibemu0 -s 65536 -n 200 -- ib_write_bw -d ibemu1 -s 65536 -n 200 127.0.0.1
 check "ib_send_lat" \
   pair 120 ib_send_lat -d ibemu0 -n 200 -- ib_send_lat -d ibemu1 -n 200 127.0.0.1
+rxe_checks "(ibemu.ko loaded, its ports ACTIVE)"
+
+# Every RDMA consumer module of the kernel loads beside ibemu.ko with no
+# warning (the guest's report fails the run on any WARN, BUG or oops), and
+# one that cannot work on ibemu yet says so instead of failing silently.
+ULP_MODULES="ib_cm iw_cm rdma_cm rdma_ucm ib_ipoib ib_srp ib_srpt ib_iser ib_isert
+  rpcrdma nvme_rdma nvmet_rdma rds_rdma smc 9pnet_rdma"
+load_ulps() {
+  loaded=""
+  for m in $ULP_MODULES; do
+    modinfo "$m" > /dev/null 2>&1 || continue
+    $UNSANITIZED modprobe "$m" || { echo "modprobe $m failed"; return 1; }
+    loaded="$loaded $m"
+  done
+  echo "loaded:$loaded"
+  sleep 2
+  dmesg | sed -n '/ibemu-qemu-script-start/,$p' | grep -E "$KERNEL_PROBLEMS" && return 1
+  return 0
+}
+KERNEL_PROBLEMS='Oops|BUG:|WARNING:|Call Trace|general protection fault'
+check "the kernel's RDMA consumer modules load beside ibemu.ko" load_ulps
+# ib_srpt sets IsDeviceManagementSupported on every port it attaches to,
+# rxe0's included: what rxe0 shows from here on is compared with this.
+[ -z "$HAVE_RXE" ] || rxe_view > /tmp/rxe-view.before 2>&1
+if lsmod | grep -q '^ib_ipoib '; then
+  check "IPoIB's QP is refused with a message naming it" \
+    sh -c 'dmesg | grep -E "ibemu0: ib_ipoib: kernel UD QPs are not supported yet"'
+fi
+# An SRP initiator's login to ibemu1's port: the CM's REQ needs its RC QP,
+# which is refused with an error, not a warning.
+srp_login() {
+  dgid=$(tr -d : < /sys/class/infiniband/ibemu1/ports/1/gids/0)
+  target="id_ext=1,ioc_guid=1,dgid=$dgid,pkey=ffff,service_id=1"
+  ! echo "$target" 2>&1 > /sys/class/infiniband_srp/srp-ibemu0-1/add_target &&
+    dmesg | grep -E "ibemu0: ib_srp: kernel RC QPs are not supported yet"
+}
+if [ -e /sys/class/infiniband_srp/srp-ibemu0-1/add_target ]; then
+  check "an SRP login fails with a message naming ib_srp's QP" srp_login
+fi
+
 check "port counters in sysfs (PMA through process_mad)" \
   sh -c 'cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets; \
          [ "$(cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets)" -gt 0 ]'
@@ -231,6 +312,28 @@ if command -v opensm > /dev/null; then
   "$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
 fi
 check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
+
+# No-kernel mode on a host whose kernel has RDMA devices (netlink answers
+# with rxe0): `ibemu run` shows a program the emulated fabric, programs
+# outside it see the host's devices as before.
+NOKERNEL_RT=/tmp/ibemu-nokernel
+# `ibemu run -- PROGRAM` as one command (pair splits its arguments at --).
+NOKERNEL_RUN=/tmp/ibemu-nokernel-run
+printf '#!/bin/sh\nexec ibemu -r %s run -- "$@"\n' "$NOKERNEL_RT" > "$NOKERNEL_RUN"
+chmod 755 "$NOKERNEL_RUN"
+nokernel_devices() {
+  "$NOKERNEL_RUN" ibv_devices | tee /tmp/nokernel-devices.out
+  grep -qw ibemu0 /tmp/nokernel-devices.out && grep -qw ibemu1 /tmp/nokernel-devices.out
+}
+if [ -n "$HAVE_RXE" ]; then
+  check "no-kernel mode beside rxe0: ibemu up" ibemu -r "$NOKERNEL_RT" up
+  check "no-kernel mode beside rxe0: ibemu run -- ibv_devices" nokernel_devices
+  check "no-kernel mode beside rxe0: ibv_rc_pingpong under ibemu run" \
+    pair 60 "$NOKERNEL_RUN" ibv_rc_pingpong -d ibemu0 -n 50 -- \
+    "$NOKERNEL_RUN" ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
+  rxe_checks "(a no-kernel fabric up)"
+  ibemu -r "$NOKERNEL_RT" down > /dev/null 2>&1
+fi
 
 if [ -n "$IBEMU_SANITIZER_RUNTIME" ]; then
   check "no sanitizer reports" sh -c "cat $REPORTS/* 2>/dev/null; [ -z \"\$(ls $REPORTS)\" ]"
