@@ -118,7 +118,29 @@ int ControlClient::request(const Json& req, Json* reply, const std::vector<int>&
   int err = send_message(fd_, req, fds_out);
   if (!err) err = recv_message(fd_, reply, fds_in);
   pthread_mutex_unlock(&mutex_);
+  if (!err && !reply->is_object()) err = EPROTO;
+  if (err) *reply = Json::object();
   return err;
+}
+
+int reply_errno(int request_rc, const Json& reply, int fallback) noexcept {
+  if (request_rc) return EIO;
+  if (!reply.is_object()) return fallback;
+  const auto ok = reply.find("ok");
+  if (ok != reply.end() && ok->is_boolean() && ok->get<bool>()) return 0;
+  uint64_t err = 0;
+  return reply_uint(reply, "errno", 4095, &err) && err > 0 ? static_cast<int>(err) : fallback;
+}
+
+bool reply_uint(const Json& reply, const char* key, uint64_t max, uint64_t* out) noexcept {
+  if (!reply.is_object()) return false;
+  const auto it = reply.find(key);
+  if (it == reply.end() || !it->is_number_integer()) return false;
+  if (!it->is_number_unsigned() && it->get<int64_t>() < 0) return false;
+  const uint64_t v = it->get<uint64_t>();
+  if (v > max) return false;
+  *out = v;
+  return true;
 }
 
 std::string daemon_not_running_message(const std::string& socket_path) {

@@ -6,6 +6,7 @@
 // "errno". docs/control-protocol.md lists the operations.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -41,7 +42,9 @@ class ControlClient {
   void close() noexcept;
 
   /// Sends a request and waits for its reply. Returns 0 with *reply set
-  /// (check reply["ok"]), or an errno when the daemon is unreachable.
+  /// (check reply["ok"]), or an errno when the daemon is unreachable. *reply
+  /// is a JSON object either way (empty after an error; EPROTO for a reply
+  /// that is not an object), so value() on it never throws for its type.
   int request(const Json& req, Json* reply, const std::vector<int>& fds_out = {},
               std::vector<int>* fds_in = nullptr) noexcept;
 
@@ -49,6 +52,17 @@ class ControlClient {
   int fd_ = -1;
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
 };
+
+/// What a request's outcome means for a caller that must not throw (the
+/// provider runs under C callers, where an exception aborts the program):
+/// 0 when the request went through and the reply says "ok"; EIO when the
+/// daemon did not answer (it is the HCA's firmware: a dead one is a
+/// catastrophic error); else the reply's "errno", or `fallback` when it has
+/// none that is a positive integer.
+int reply_errno(int request_rc, const Json& reply, int fallback) noexcept;
+
+/// An unsigned integer field of a reply that fits `max`, or false.
+bool reply_uint(const Json& reply, const char* key, uint64_t max, uint64_t* out) noexcept;
 
 /// The message users see when no daemon answers on the socket.
 std::string daemon_not_running_message(const std::string& socket_path);

@@ -29,6 +29,9 @@ using namespace ibemu;
 using namespace ibemu::engine;
 namespace kernel_uverbs = ibemu::provider::kernel_uverbs;
 
+// QP and SRQ numbers are 24 bits on the wire (BTH DestQP, XRCETH).
+static constexpr uint64_t kMaxQpn = 0xffffff;
+
 struct ibemu_core_context {
   provider::ProviderContext ctx;
   std::atomic<uint32_t> next_pd{1};
@@ -519,11 +522,12 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   cap.max_inline_data = std::max(cap.max_inline_data, 64u);
 
   Json reply;
-  if (c->ctx.daemon().request({{"op", "create_qp"}, {"device", c->ctx.device_index()}}, &reply) ||
-      !reply.value("ok", false)) {
-    *err = reply.value("errno", ENOMEM);
-    return nullptr;
-  }
+  uint64_t granted_qpn = 0;
+  *err = reply_errno(
+      c->ctx.daemon().request({{"op", "create_qp"}, {"device", c->ctx.device_index()}}, &reply),
+      reply, ENOMEM);
+  if (!*err && !reply_uint(reply, "qpn", kMaxQpn, &granted_qpn)) *err = EIO;
+  if (*err) return nullptr;
   auto* q = new (std::nothrow) ibemu_core_qp;
   if (!q) {
     *err = ENOMEM;
@@ -531,7 +535,7 @@ ibemu_core_qp* ibemu_core_create_qp(ibemu_core_context* c, ibv_qp* ibqp, ibv_qp_
   }
   q->owner = c;
   q->init.type = type;
-  q->init.qpn = reply["qpn"].get<uint32_t>();
+  q->init.qpn = static_cast<uint32_t>(granted_qpn);
   q->init.pd = pd;
   q->init.send_cq = send_cq ? send_cq->cq.get() : nullptr;
   q->init.recv_cq = recv_cq ? recv_cq->cq.get() : nullptr;
@@ -632,13 +636,14 @@ static int change_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid, bool
                                                  {"mlid", lid},
                                                  {"mgid", to_hex(mgid.data(), 16)}},
                                                 &reply);
-  if (rc == 0 && reply.value("ok", false)) return 0;
+  const int err = reply_errno(rc, reply, EIO);
+  if (!err) return 0;
   // Undo the local half so both agree.
   if (attach)
     engine.detach_mcast(q->init.qpn, mgid, lid);
   else
     engine.attach_mcast(q->init.qpn, mgid, lid);
-  return rc ? rc : reply.value("errno", EIO);
+  return err;
 }
 
 int ibemu_core_attach_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid) {
@@ -698,10 +703,13 @@ static int assign_srq_number(ibemu_core_srq* s) {
   if (s->srqn) return 0;
   provider::ProviderContext& ctx = s->owner->ctx;
   Json reply;
-  if (ctx.daemon().request({{"op", "alloc_srqn"}, {"device", ctx.device_index()}}, &reply) ||
-      !reply.value("ok", false))
-    return reply.value("errno", EIO);
-  s->srqn = reply["srqn"].get<uint32_t>();
+  uint64_t srqn = 0;
+  if (int err = reply_errno(
+          ctx.daemon().request({{"op", "alloc_srqn"}, {"device", ctx.device_index()}}, &reply),
+          reply, EIO))
+    return err;
+  if (!reply_uint(reply, "srqn", kMaxQpn, &srqn)) return EIO;
+  s->srqn = static_cast<uint32_t>(srqn);
   return 0;
 }
 
@@ -731,18 +739,19 @@ int ibemu_core_open_xrcd(ibemu_core_context* c, const char* file, int create, in
               {"file", file},
               {"create", create != 0},
               {"exclusive", exclusive != 0}};
-  if (int err = c->ctx.daemon().request(req, &reply)) return err;
-  if (!reply.value("ok", false)) return reply.value("errno", EIO);
-  *xrcd = reply["xrcd"].get<uint32_t>();
+  if (int err = reply_errno(c->ctx.daemon().request(req, &reply), reply, EIO)) return err;
+  uint64_t number = 0;
+  if (!reply_uint(reply, "xrcd", UINT32_MAX, &number)) return EIO;
+  *xrcd = static_cast<uint32_t>(number);
   return 0;
 }
 
 int ibemu_core_close_xrcd(ibemu_core_context* c, uint32_t xrcd) {
   Json reply;
-  if (int err = c->ctx.daemon().request(
-          {{"op", "close_xrcd"}, {"device", c->ctx.device_index()}, {"xrcd", xrcd}}, &reply))
-    return err;
-  return reply.value("ok", false) ? 0 : reply.value("errno", EINVAL);
+  return reply_errno(
+      c->ctx.daemon().request(
+          {{"op", "close_xrcd"}, {"device", c->ctx.device_index()}, {"xrcd", xrcd}}, &reply),
+      reply, EINVAL);
 }
 
 int ibemu_core_modify_srq(ibemu_core_srq* s, const ibv_srq_attr* attr, int mask) {

@@ -120,9 +120,9 @@ class Fabric(harness.Fabric):
         skip_where_tsan_cannot_run(cmd)
         return super().run(cmd, timeout=timeout, check=check)
 
-    def spawn(self, cmd):
+    def spawn(self, cmd, **kwargs):
         skip_where_tsan_cannot_run(cmd)
-        return super().spawn(cmd)
+        return super().spawn(cmd, **kwargs)
 
     def listening(self, proc, port):
         """Whether the server `proc` listens on TCP `port` yet."""

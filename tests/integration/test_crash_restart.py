@@ -3,6 +3,7 @@ SIGKILL while two programs stream SENDs, both programs learn it
 (IBV_EVENT_DEVICE_FATAL) and every outstanding WR completes with a flush
 error, so nothing waits for ever; `ibemu up` in the same runtime directory
 then gives a working fabric."""
+import errno
 import os
 import re
 import signal
@@ -10,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from conftest import BUILD, free_tcp_port, pingpong_pair, spawn_listening
+from conftest import BUILD, VERBS_CASES, free_tcp_port, pingpong_pair, spawn_listening
 from test_async_events import wait_for
 
 
@@ -57,3 +58,21 @@ def test_daemon_killed_mid_transfer_flushes_every_wr_and_comes_back(fresh_fabric
     assert status["pid"] != daemon and status["qps"] == 0
     assert all(p["state"] == "ACTIVE" for d in status["devices"] for p in d["port_info"])
     pingpong_pair(f, "ibv_rc_pingpong", ["-n", "200"])
+
+
+def test_verbs_after_the_daemon_died_fail_with_eio(fresh_fabric):
+    """A program that outlives its daemon (the HCA's firmware) gets EIO from
+    every verb that needs it, as from an HCA in a catastrophic error state;
+    before, ibv_create_qp aborted it from an exception inside the provider."""
+    f = fresh_fabric
+    f.up()
+    prog = f.spawn(["/usr/bin/python3", str(VERBS_CASES / "after_daemon_death.py")],
+                   stdin=subprocess.PIPE)
+    assert prog.stdout.readline().strip() == "ready", prog.communicate()[0]
+    os.kill(f.status()["pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    out = prog.communicate("go\n", timeout=30)[0]
+    assert prog.returncode == 0, out
+    for verb in ("create_qp", "srq_number", "open_xrcd"):
+        assert re.search(rf"^{verb} errno {errno.EIO}$", out, re.M), out
+    assert "done" in out, out
