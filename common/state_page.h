@@ -99,6 +99,10 @@ struct StatePage {
   /// Bumped by the daemon when `ibemu status` wants every context's objects:
   /// each provider answers in its snapshot page (common/snapshot_page.h).
   std::atomic<uint64_t> snapshot_request;
+  /// Bumped by the daemon when a process with an inbox left: whoever caches
+  /// routes to inboxes drops them, so that departed programs' rings are
+  /// unmapped (provider/core/shm_link.h).
+  std::atomic<uint64_t> inboxes_closed;
 
   /// Copies one link's faults consistently (seqlock read).
   LinkFaultView read_faults(int dev, int port_index) const {

@@ -199,7 +199,10 @@ void Daemon::on_session_closed(const SessionInfo& s) {
   capture_.end_all(s.id);
   xrcds_.close_all(s.id);
   srqns_.release_all(s.id);
-  if (c.inbox_fd >= 0) close(c.inbox_fd);
+  if (c.inbox_fd >= 0) {
+    close(c.inbox_fd);
+    state_page_.note_inbox_closed();
+  }
   if (c.sm_port) subnet_.set_is_sm(*c.sm_port, false);
   if (freed || c.contexts)
     log_info("process {} ({}) left: {} context(s), {} QP(s) reclaimed", s.pid, s.role, c.contexts,

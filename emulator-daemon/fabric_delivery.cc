@@ -42,6 +42,7 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
   // The device index only names the sender in captures and fault counters;
   // a packet from another host has no sending port here.
   link_ = std::make_unique<provider::ShmLink>(&client_, 0);
+  link_->forget_routes_on(&page_->inboxes_closed);
   // One thread takes every datagram of every peer: a program slow to drain
   // its inbox must not stop it (and the peers' hellos behind it) for long.
   link_->set_wait_limit(std::chrono::milliseconds(2));

@@ -115,6 +115,10 @@ int StatePagePublisher::reader_fd() const noexcept {
   return open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
+void StatePagePublisher::note_inbox_closed() noexcept {
+  page_->inboxes_closed.fetch_add(1, std::memory_order_release);
+}
+
 uint64_t StatePagePublisher::request_snapshots() noexcept {
   return page_->snapshot_request.fetch_add(1, std::memory_order_release) + 1;
 }

@@ -26,6 +26,8 @@ class StatePagePublisher {
   int reader_fd() const noexcept;
   /// Asks every context for a snapshot; returns the request's number.
   uint64_t request_snapshots() noexcept;
+  /// Tells route caches that some process's inbox is gone.
+  void note_inbox_closed() noexcept;
   uint64_t epoch() const { return page_->daemon_epoch.load(); }
 
  private:

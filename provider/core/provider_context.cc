@@ -158,6 +158,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
 
   for (int p = 1; p <= num_ports(); ++p) last_ports_[p - 1] = port_view(p);
   link_ = std::make_unique<ShmLink>(&daemon_, device_index_);
+  link_->forget_routes_on(&page_->inboxes_closed);
   link_->attach_capture(
       std::make_unique<CaptureMirror>(page_, device_index_, paths.dir + "/" + kCaptureSocketName));
   auto faults = std::make_unique<LinkFaults>(page_, device_index_, counters_.get(),

@@ -33,10 +33,25 @@ std::shared_ptr<link::ShmRing> ShmLink::ring_of(uint64_t owner, int fd) noexcept
   return ring;
 }
 
+void ShmLink::forget_departed_locked() noexcept {
+  if (!inboxes_closed_) return;
+  const uint64_t closed = inboxes_closed_->load(std::memory_order_acquire);
+  if (closed == inboxes_closed_seen_) return;
+  inboxes_closed_seen_ = closed;
+  // Which ring was whose is not worth tracking: programs leave seldom,
+  // and a live destination costs one resolve to find again.
+  routes_.clear();
+  groups_.clear();
+  by_owner_.clear();
+  srq_owners_.clear();
+  contexts_.clear();
+}
+
 std::shared_ptr<link::ShmRing> ShmLink::resolve(uint16_t dlid, uint32_t dest_qp) noexcept {
   const uint64_t key = uint64_t{dlid} << 24 | dest_qp;
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
+  forget_departed_locked();
   auto it = routes_.find(key);
   if (it != routes_.end() && (it->second.ring || now < it->second.expires)) return it->second.ring;
 
@@ -58,6 +73,7 @@ std::shared_ptr<link::ShmRing> ShmLink::resolve(uint16_t dlid, uint32_t dest_qp)
 std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid) noexcept {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
+  forget_departed_locked();
   auto it = groups_.find(mlid);
   if (it != groups_.end() && now < it->second.expires) return it->second.rings;
   Json reply;
@@ -140,6 +156,7 @@ engine::Delivery ShmLink::to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t
   Owner owner;
   {
     std::lock_guard lock(mutex_);
+    forget_departed_locked();
     auto it = srq_owners_.find(srqn);
     if (it != srq_owners_.end()) {
       owner = it->second;
@@ -162,6 +179,7 @@ engine::Delivery ShmLink::to_context(uint64_t context, const uint8_t* msg, size_
   std::shared_ptr<link::ShmRing> ring;
   {
     std::lock_guard lock(mutex_);
+    forget_departed_locked();
     auto it = contexts_.find(context);
     if (it != contexts_.end()) {
       ring = it->second;

@@ -4,6 +4,7 @@
 // messages between contexts of one HCA (transport/engine/context_link.h) into
 // the inbox of the context that owns an XRC SRQ or of a context by its daemon
 // session. The daemon says which inbox that is; answers are cached.
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -34,6 +35,14 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   /// depend on, such as the daemon's one thread for another host's packets,
   /// sets one.
   void set_wait_limit(std::chrono::nanoseconds limit) { wait_limit_ = limit; }
+  /// Forgets every cached route and ring whenever `inboxes_closed` (the
+  /// state page's count of departed inboxes) changes, so that a departed
+  /// program's ring is unmapped rather than kept for good. Live
+  /// destinations are asked for again on their next packet.
+  void forget_routes_on(const std::atomic<uint64_t>* inboxes_closed) {
+    inboxes_closed_ = inboxes_closed;
+    inboxes_closed_seen_ = inboxes_closed->load(std::memory_order_acquire);
+  }
   /// Passes packets through the faults of the links they cross while any is impaired.
   void attach_faults(std::unique_ptr<LinkFaults> faults) { faults_ = std::move(faults); }
   /// Sends the packets faults held back whose time has come; when the next is
@@ -67,6 +76,8 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   engine::Delivery deliver(const std::shared_ptr<link::ShmRing>& ring, uint64_t owner,
                            const uint8_t* msg, size_t len) noexcept;
   bool session_alive(uint64_t session) noexcept;
+  /// Under mutex_: drops the caches if an inbox closed since last time.
+  void forget_departed_locked() noexcept;
 
   ControlClient* daemon_;
   const int device_;
@@ -89,6 +100,8 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   };
   std::map<uint32_t, Owner> srq_owners_;                         // XRC SRQ number → owner
   std::map<uint64_t, std::shared_ptr<link::ShmRing>> contexts_;  // contexts messages went to
+  const std::atomic<uint64_t>* inboxes_closed_ = nullptr;
+  uint64_t inboxes_closed_seen_ = 0;  // under mutex_
 };
 
 }  // namespace ibemu::provider

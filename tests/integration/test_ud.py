@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_tcp_port, pingpong_pair, run_verbs_cases
+from conftest import VERBS_CASES, free_tcp_port, pingpong_pair, run_verbs_cases
 from test_perftest import check_table, perftest, wait_fabric_idle
 
 HERE = Path(__file__).parent
@@ -81,3 +81,24 @@ def test_status_counts_each_drop_under_its_cause(fabric):
     assert delta("ibemu1", "bytes_in") == delta("ibemu0", "bytes_out") * 9 // 13
     human = fabric.ibemu("status").stdout
     assert "qkey_violation" in human and "no_receive" in human, human
+
+
+def test_a_long_lived_program_forgets_departed_peers(fabric):
+    """A server answers 25 short-lived clients in turn: each answer maps the
+    client's inbox ring, and once the client has left, the server's route
+    cache lets it go (the state page counts departed inboxes), so the
+    server ends with at most the last client's ring mapped, not 25."""
+    clients = 25
+    server = fabric.spawn(["/usr/bin/python3", str(VERBS_CASES / "ud_echo.py"), "server",
+                           str(clients)])
+    first = server.stdout.readline()
+    m = re.match(r"qpn (\d+) lid (\d+)", first)
+    assert m, first + server.communicate()[0]
+    for _ in range(clients):
+        r = fabric.run(["/usr/bin/python3", str(VERBS_CASES / "ud_echo.py"), "client",
+                        m.group(1), m.group(2)], timeout=60)
+        assert r.returncode == 0 and "answered" in r.stdout, r.stdout + r.stderr
+    out = server.communicate(timeout=60)[0]
+    assert server.returncode == 0, out
+    mapped = int(re.search(r"inboxes (\d+)", out).group(1))
+    assert mapped <= 2, out
