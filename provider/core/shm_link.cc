@@ -150,8 +150,9 @@ engine::Delivery ShmLink::deliver(const std::shared_ptr<link::ShmRing>& ring, ui
   return session_alive(owner) ? engine::Delivery::kDropped : engine::Delivery::kNoRoute;
 }
 
-// SRQ owners are cached for good: SRQ numbers are not reused soon, and a
-// request for an SRQ its owner destroyed gets that owner's refusal.
+// SRQ owners are cached until some inbox closes: SRQ numbers are not
+// reused soon, and a request for an SRQ its owner destroyed gets that
+// owner's refusal.
 engine::Delivery ShmLink::to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept {
   Owner owner;
   {
