@@ -63,6 +63,7 @@ void PortTotals::add(const engine::PortCounters& c) noexcept {
   rcv_packets += c.rcv_packets.load(std::memory_order_relaxed);
   rcv_bytes += c.rcv_bytes.load(std::memory_order_relaxed);
   xmit_discards += c.xmit_discards.load(std::memory_order_relaxed);
+  xmit_stalled_discards += c.xmit_stalled_discards.load(std::memory_order_relaxed);
   rcv_unknown_qp += c.rcv_unknown_qp.load(std::memory_order_relaxed);
   rcv_qkey_violations += c.rcv_qkey_violations.load(std::memory_order_relaxed);
   rcv_pkey_violations += c.rcv_pkey_violations.load(std::memory_order_relaxed);
@@ -77,6 +78,7 @@ nlohmann::json PortTotals::to_json() const {
           {"bytes_in", rcv_bytes},
           {"drops",
            {{"undeliverable", xmit_discards},
+            {"receiver_stalled", xmit_stalled_discards},
             {"unknown_qp", rcv_unknown_qp},
             {"qkey_violation", rcv_qkey_violations},
             {"pkey_violation", rcv_pkey_violations},

@@ -38,7 +38,7 @@ class CounterPage {
 struct PortTotals {
   uint64_t xmit_packets = 0, xmit_bytes = 0, rcv_packets = 0, rcv_bytes = 0, xmit_discards = 0;
   uint64_t rcv_unknown_qp = 0, rcv_qkey_violations = 0, rcv_no_receive = 0, fault_drops = 0;
-  uint64_t rcv_pkey_violations = 0;
+  uint64_t rcv_pkey_violations = 0, xmit_stalled_discards = 0;
   void add(const engine::PortCounters& c) noexcept;
   nlohmann::json to_json() const;
 };

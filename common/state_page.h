@@ -116,6 +116,16 @@ struct StatePage {
     }
   }
 
+  /// The port (1-based) of device `dev` whose LIDs (base LID and its LMC
+  /// range) include `lid`, or 0.
+  int port_of_lid(int dev, uint16_t lid) const {
+    for (uint32_t i = 0; i < devices[dev].num_ports && i < uint32_t(kMaxPorts); ++i) {
+      const PortStateView p = read_port(dev, int(i));
+      if (p.lid && lid >= p.lid && lid < p.lid + (1u << p.lmc)) return int(i) + 1;
+    }
+    return 0;
+  }
+
   /// Copies one port's view consistently (seqlock read).
   PortStateView read_port(int dev, int port_index) const {
     PortStateView out;

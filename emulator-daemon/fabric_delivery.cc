@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/capture_record.h"
+#include "transport/wire/lrh.h"
 
 namespace ibemu {
 
@@ -43,9 +44,18 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
   // a packet from another host has no sending port here.
   link_ = std::make_unique<provider::ShmLink>(&client_, 0);
   link_->forget_routes_on(&page_->inboxes_closed);
-  // One thread takes every datagram of every peer: a program slow to drain
-  // its inbox must not stop it (and the peers' hellos behind it) for long.
-  link_->set_wait_limit(std::chrono::milliseconds(2));
+  // Counted at the port the packet was for: it has no sending port here.
+  link_->on_discard([this](const uint8_t* packet, size_t len, provider::ShmLink::Discard why) {
+    if (len < wire::Lrh::kSize) return;
+    const uint16_t dlid = wire::Lrh::from(packet).dlid();
+    for (size_t d = 0; d < drops_.size(); ++d)
+      if (const int port = page_->port_of_lid(int(d), dlid)) {
+        engine::PortCounters& c = drops_[d].get()->at(unsigned(port));
+        (why == provider::ShmLink::Discard::kReceiverStalled ? c.xmit_stalled_discards
+                                                             : c.xmit_discards)++;
+        return;
+      }
+  });
   link_->attach_capture(
       std::make_unique<provider::CaptureMirror>(page_, 0, runtime_dir + "/" + kCaptureSocketName));
   auto faults = std::make_unique<provider::LinkFaults>(page_, 0, nullptr, nullptr);
@@ -62,7 +72,13 @@ void FabricDelivery::shut_down() {
 }
 
 bool FabricDelivery::deliver(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) {
-  return link_ && link_->transmit(dlid, dest_qp, packet, len);
+  if (!link_) return false;
+  const engine::TxResult result = link_->transmit(dlid, dest_qp, packet, len);
+  return result == engine::TxResult::kSent || result == engine::TxResult::kQueued;
+}
+
+void FabricDelivery::flush_queued(int64_t now_ns) {
+  if (link_) link_->flush_queued(now_ns);
 }
 
 int64_t FabricDelivery::release_held(int64_t now_ns) {

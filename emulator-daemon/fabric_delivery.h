@@ -33,16 +33,22 @@ class FabricDelivery {
   void shut_down();
 
   /// One packet for (DLID, QPN) of this host; false when nobody takes it.
+  /// A packet whose ring is full waits on this side (ShmLink), in order.
   bool deliver(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len);
   /// Sends packets that link faults held back; when the next is due (0: none).
   int64_t release_held(int64_t now_ns);
+  /// Sends packets that waited for room in full rings (ShmLink::flush_queued).
+  void flush_queued(int64_t now_ns);
+  /// Whether packets wait for room: the caller looks again soon.
+  bool queuing() const { return link_ && link_->queuing(); }
 
  private:
   ControlClient client_;
   std::atomic<int> fd_{-1};
   const StatePage* page_ = nullptr;
   /// Per device: what the receiving links' faults dropped of packets from
-  /// other hosts, counted into the device's port counters like a context's.
+  /// other hosts, and what a stalled receiver lost, counted into the
+  /// device's port counters like a context's.
   std::vector<CounterPage> drops_;
   std::unique_ptr<provider::ShmLink> link_;
 };

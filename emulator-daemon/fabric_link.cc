@@ -29,6 +29,9 @@ constexpr size_t kMaxDatagram = 65536;
 constexpr int kSocketBuffer = 8 << 20;
 // Packets wait in a batch at most this many packets before it is sent.
 constexpr int kFlushEvery = 256;
+// While packets wait for room in a program's inbox, how often the receive
+// thread looks for it.
+constexpr int64_t kQueuedRetryNs = 20'000;
 
 uint64_t addr_key(const sockaddr_in& a) {
   return uint64_t(ntohl(a.sin_addr.s_addr)) << 16 | ntohs(a.sin_port);
@@ -382,14 +385,15 @@ void FabricLink::receive_loop() {
     const int n = recvmmsg(fd_, msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) {
       heard_all_until_ns_.store(before_receive);
-      int timeout_ms = 50;
-      if (next_due) {
-        const int64_t wait = next_due - engine::now_ns();
-        timeout_ms = int(std::clamp<int64_t>(wait / 1000000, 0, 50));
-      }
+      int64_t timeout_ns = 50'000'000;
+      if (next_due) timeout_ns = std::clamp<int64_t>(next_due - engine::now_ns(), 0, timeout_ns);
+      // Packets wait for room in a program's inbox: look again soon.
+      if (delivery_->queuing()) timeout_ns = std::min<int64_t>(timeout_ns, kQueuedRetryNs);
       pollfd pfd{fd_, POLLIN, 0};
-      poll(&pfd, 1, timeout_ms);
+      const timespec ts{0, long(timeout_ns)};
+      ppoll(&pfd, 1, &ts, nullptr);
       next_due = delivery_->release_held(engine::now_ns());
+      delivery_->flush_queued(engine::now_ns());
       continue;
     }
     for (int i = 0; i < n; ++i) {
@@ -444,6 +448,7 @@ void FabricLink::receive_loop() {
       if (malformed) ++malformed_;
     }
     next_due = delivery_->release_held(engine::now_ns());
+    delivery_->flush_queued(engine::now_ns());
   }
 }
 

@@ -41,6 +41,7 @@ PortTotals minus(PortTotals a, const PortTotals& b) {
   a.rcv_packets -= b.rcv_packets;
   a.rcv_bytes -= b.rcv_bytes;
   a.xmit_discards -= b.xmit_discards;
+  a.xmit_stalled_discards -= b.xmit_stalled_discards;
   return a;
 }
 }  // namespace
@@ -57,6 +58,7 @@ PortTotals PerformanceAgent::counted(int device, uint8_t port_select) const {
     sum.rcv_packets += t.rcv_packets;
     sum.rcv_bytes += t.rcv_bytes;
     sum.xmit_discards += t.xmit_discards;
+    sum.xmit_stalled_discards += t.xmit_stalled_discards;
   }
   return sum;
 }
@@ -111,7 +113,7 @@ std::optional<std::vector<uint8_t>> PerformanceAgent::handle(PortRef port, const
   std::memset(data + 4, 0, mad::kMadSize - kPmaDataOffset - 4);
   if (attr == kPortCounters) {
     // Data counters count 4-byte words (IBA 16.1.3.5).
-    mad::set_field(data, kXmitDiscards, saturate(t.xmit_discards, 16));
+    mad::set_field(data, kXmitDiscards, saturate(t.xmit_discards + t.xmit_stalled_discards, 16));
     mad::set_field(data, kXmitData, saturate(t.xmit_bytes / 4, 32));
     mad::set_field(data, kRcvData, saturate(t.rcv_bytes / 4, 32));
     mad::set_field(data, kXmitPkts, saturate(t.xmit_packets, 32));

@@ -20,24 +20,17 @@ uint64_t mix(uint64_t x) {
 }
 
 bool happens(uint64_t r, uint32_t ppm) { return ppm && r % 1'000'000 < ppm; }
-
-bool lid_in(const PortStateView& p, uint16_t lid) {
-  return p.lid && lid >= p.lid && lid < p.lid + (1u << p.lmc);
-}
 }  // namespace
 
 LinkFaults::Link LinkFaults::sending_link(uint16_t slid) const noexcept {
-  const DeviceStateView& dev = page_->devices[device_];
-  for (uint32_t i = 0; i < dev.num_ports && i < uint32_t(kMaxPorts); ++i)
-    if (lid_in(page_->read_port(device_, int(i)), slid)) return {device_, int(i) + 1};
+  if (const int port = page_->port_of_lid(device_, slid)) return {device_, port};
   return {};
 }
 
 LinkFaults::Link LinkFaults::receiving_link(uint16_t dlid) const noexcept {
   if (wire::is_multicast_lid(dlid)) return {};
   for (uint32_t d = 0; d < page_->num_devices && d < uint32_t(kMaxDevices); ++d)
-    for (uint32_t i = 0; i < page_->devices[d].num_ports && i < uint32_t(kMaxPorts); ++i)
-      if (lid_in(page_->read_port(int(d), int(i)), dlid)) return {int(d), int(i) + 1};
+    if (const int port = page_->port_of_lid(int(d), dlid)) return {int(d), port};
   return {};
 }
 
@@ -46,8 +39,8 @@ uint64_t LinkFaults::draw(const Link& l, const LinkFaultView& f) noexcept {
   return mix(f.seed ^ (uint64_t(l.device) << 56) ^ (uint64_t(l.port) << 48) ^ mix(k));
 }
 
-bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len,
-                          const Send& send) noexcept {
+engine::TxResult LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                                      size_t len, const Send& send) noexcept {
   if (len < wire::Lrh::kSize) return send(dlid, dest_qp, packet, len);
   const Link out = sending_link(wire::Lrh::from(packet).slid());
   const Link in = receiving_link(dlid);
@@ -87,7 +80,7 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
       count_remote_drop_(in.device, in.port);
     lock.unlock();
     if (on_drop_) on_drop_(packet, len, why);
-    return true;
+    return engine::TxResult::kSent;
   }
   // Packets held behind this one go right after it.
   std::vector<Held> passed;
@@ -108,10 +101,10 @@ bool LinkFaults::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet
   const bool anything_held = !held_.empty() || !behind_next_.empty();
   lock.unlock();
   if (anything_held && wake_) wake_();  // the progress thread releases them
-  if (!send_now) return true;
-  bool ok = send(dlid, dest_qp, packet, len);
+  if (!send_now) return engine::TxResult::kSent;
+  const engine::TxResult result = send(dlid, dest_qp, packet, len);
   if (duplicate) send(dlid, dest_qp, packet, len);
-  return ok;
+  return result;
 }
 
 int64_t LinkFaults::release_due(int64_t now_ns, const Send& send) noexcept {

@@ -16,13 +16,15 @@
 
 #include "common/state_page.h"
 #include "transport/engine/counters.h"
+#include "transport/engine/packet_sink.h"
 
 namespace ibemu::provider {
 
 class LinkFaults {
  public:
-  /// Puts one packet on the wire; false if nobody could take it.
-  using Send = std::function<bool(uint16_t dlid, uint32_t dest_qp, const uint8_t*, size_t)>;
+  /// Puts one packet on the wire.
+  using Send =
+      std::function<engine::TxResult(uint16_t dlid, uint32_t dest_qp, const uint8_t*, size_t)>;
 
   LinkFaults(const StatePage* page, int device, engine::EngineCounters* counters,
              std::function<void()> wake)
@@ -32,10 +34,10 @@ class LinkFaults {
   bool impaired() const noexcept {
     return page_ && page_->links_impaired.load(std::memory_order_relaxed);
   }
-  /// Applies the faults; sends now, holds for later, or drops (true: the
+  /// Applies the faults; sends now, holds for later, or drops (kSent: the
   /// sender cannot tell a packet the wire lost).
-  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len,
-                const Send& send) noexcept;
+  engine::TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len,
+                            const Send& send) noexcept;
   /// Sends the held packets whose time has come; the time the next one is
   /// due (0: none held).
   int64_t release_due(int64_t now_ns, const Send& send) noexcept;

@@ -34,12 +34,13 @@ void trace_packet(std::string_view event, const uint8_t* packet, size_t len,
   }
 }
 
-bool TracingPacketSink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                                 size_t len) noexcept {
+engine::TxResult TracingPacketSink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                                             size_t len) noexcept {
   trace_packet("tx", packet, len);
-  const bool delivered = link_->transmit(dlid, dest_qp, packet, len);
-  if (!delivered) trace_packet("drop", packet, len, "no receiver at this DLID and QPN");
-  return delivered;
+  const engine::TxResult result = link_->transmit(dlid, dest_qp, packet, len);
+  if (result == engine::TxResult::kNoRoute)
+    trace_packet("drop", packet, len, "undeliverable: no receiver at this DLID and QPN");
+  return result;
 }
 
 }  // namespace ibemu::provider

@@ -27,13 +27,14 @@ void trace_packet(std::string_view event, const uint8_t* packet, size_t len,
 /// Put between the engine and its link while packets are traced: each
 /// packet is traced as it leaves, before the link may deliver it (so a
 /// process's trace never shows the answer before the question), and again as
-/// dropped when the link finds nobody to deliver it to. While tracing is off
+/// dropped when the link finds nobody to deliver it to (the link reports
+/// the packets it gives up later itself: ShmLink::on_discard). While tracing is off
 /// the engine talks to the link directly and this costs nothing.
 class TracingPacketSink : public engine::PacketSink {
  public:
   explicit TracingPacketSink(engine::PacketSink* link) : link_(link) {}
-  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                size_t len) noexcept override;
+  engine::TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                            size_t len) noexcept override;
   bool wants_crcs() const noexcept override { return link_->wants_crcs(); }
 
  private:

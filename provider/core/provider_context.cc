@@ -19,6 +19,7 @@
 #include "provider/core/diagnostics.h"
 #include "provider/core/kernel_uverbs.h"
 #include "transport/engine/timing.h"
+#include "transport/wire/lrh.h"
 #include "transport/wire/packet.h"
 
 namespace ibemu::provider {
@@ -40,6 +41,9 @@ constexpr engine::Nanos kAppPollGraceNs = 15'000;
 // threads themselves (ibv_rc_pingpong on 2 CPUs went from 30 us to over
 // 500 us per round trip with 2 us looks).
 constexpr engine::Nanos kStallWhenSpinningNs = 500;
+// While the link queues packets for a full ring, how often it looks for
+// room: the receiver drains a ring within microseconds when it runs.
+constexpr engine::Nanos kQueuedRetryNs = 20'000;
 constexpr int kCpusToSpinWhileAppPolls = 4;
 
 bool enough_cpus_to_spin() {
@@ -83,11 +87,10 @@ ProviderContext::~ProviderContext() {
       std::fprintf(stderr, "libibemu: %s port %d %s\n", page_->devices[device_index_].name, p,
                    t.to_json().dump().c_str());
     }
-    std::fprintf(stderr, "libibemu: %s malformed %llu wrong_dlid %llu inbox_full %llu\n",
+    std::fprintf(stderr, "libibemu: %s malformed %llu wrong_dlid %llu\n",
                  page_->devices[device_index_].name,
                  static_cast<unsigned long long>(c.rcv_malformed.load()),
-                 static_cast<unsigned long long>(c.rcv_wrong_dlid.load()),
-                 static_cast<unsigned long long>(inbox_.dropped()));
+                 static_cast<unsigned long long>(c.rcv_wrong_dlid.load()));
   }
   if (device_index_ >= 0 && daemon_.connected() && !daemon_lost_) {
     Json reply;
@@ -159,6 +162,10 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   for (int p = 1; p <= num_ports(); ++p) last_ports_[p - 1] = port_view(p);
   link_ = std::make_unique<ShmLink>(&daemon_, device_index_);
   link_->forget_routes_on(&page_->inboxes_closed);
+  link_->on_discard([this](const uint8_t* packet, size_t len, ShmLink::Discard why) {
+    count_discard(packet, len, why);
+  });
+  link_->on_queued([this] { inbox_.wake(); });
   link_->attach_capture(
       std::make_unique<CaptureMirror>(page_, device_index_, paths.dir + "/" + kCaptureSocketName));
   auto faults = std::make_unique<LinkFaults>(page_, device_index_, counters_.get(),
@@ -231,9 +238,32 @@ int ProviderContext::drain_inbox(int budget) noexcept {
 }
 
 bool ProviderContext::try_progress() noexcept {
-  last_app_poll_.store(engine::now_ns(), std::memory_order_relaxed);
+  const engine::Nanos now = engine::now_ns();
+  last_app_poll_.store(now, std::memory_order_relaxed);
+  bool worked = flush_link(now);
   std::unique_lock lock(consumer_mutex_, std::try_to_lock);
-  return lock.owns_lock() && drain_inbox(64) > 0;
+  return (lock.owns_lock() && drain_inbox(64) > 0) || worked;
+}
+
+bool ProviderContext::flush_link(engine::Nanos now) noexcept {
+  const bool moved = link_->queuing() && link_->flush_queued(now) > 0;
+  // Once nothing waits, every QP that stopped may go on, also one that
+  // stopped just as the link sent its packet (and missed that call).
+  if (moved || !link_->queuing()) engine_->link_ready();
+  return moved;
+}
+
+void ProviderContext::count_discard(const uint8_t* packet, size_t len,
+                                    ShmLink::Discard why) noexcept {
+  if (len < wire::Lrh::kSize) return;
+  const int port = page_->port_of_lid(device_index_, wire::Lrh::from(packet).slid());
+  engine::PortCounters& c = counters_.get()->at(unsigned(port));
+  const bool stalled = why == ShmLink::Discard::kReceiverStalled;
+  (stalled ? c.xmit_stalled_discards : c.xmit_discards)++;
+  if (diagnostics::on(diagnostics::kPackets))
+    trace_packet("drop", packet, len,
+                 stalled ? "receiver_stalled: its inbox took nothing for the head-of-queue lifetime"
+                         : "undeliverable: its program left");
 }
 
 void ProviderContext::forward_kernel_events() noexcept {
@@ -307,8 +337,9 @@ void ProviderContext::progress_loop() noexcept {
     }
     bool worked = false;
     if (!app_polling) {
+      worked = flush_link(now);
       std::unique_lock lock(consumer_mutex_, std::try_to_lock);
-      if (lock.owns_lock()) worked = drain_inbox(256) > 0;
+      if (lock.owns_lock()) worked |= drain_inbox(256) > 0;
     }
     // Timers are due at next_timer; QPs that started sending since the last
     // scan armed theirs without telling us, so scan at least every 1 ms.
@@ -332,6 +363,7 @@ void ProviderContext::progress_loop() noexcept {
       engine::Nanos wait = last_app_poll_.load(std::memory_order_relaxed) + kAppPollGraceNs - now;
       wait = std::max<engine::Nanos>(wait, 1'000);
       if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
+      if (link_->queuing()) wait = std::min(wait, kQueuedRetryNs);
       inbox_.wait(wait, /*announce=*/false);
       idle_since = 0;
       continue;
@@ -342,6 +374,7 @@ void ProviderContext::progress_loop() noexcept {
     // 10 ms, for timers armed meanwhile by application threads).
     engine::Nanos wait = 10'000'000;
     if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
+    if (link_->queuing()) wait = std::min(wait, kQueuedRetryNs);
     inbox_.wait(wait);
     last_scan = 0;
   }

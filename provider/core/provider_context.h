@@ -80,6 +80,11 @@ class ProviderContext : public engine::PortTable {
   /// snapshots since the last answer, writes this context's into its
   /// snapshot page (provider_snapshot.cc).
   void answer_snapshot_request() noexcept;
+  /// Sends what the link queued for rings that have room now and resumes
+  /// the QPs that waited for it; whether anything moved.
+  bool flush_link(engine::Nanos now) noexcept;
+  /// A packet the link gave up after queuing it: counted at its port.
+  void count_discard(const uint8_t* packet, size_t len, ShmLink::Discard why) noexcept;
   /// Processes up to `budget` packets; the caller holds consumer_mutex_.
   int drain_inbox(int budget) noexcept;
 

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "transport/engine/timing.h"
 #include "transport/wire/lrh.h"
 
 namespace ibemu::provider {
@@ -12,23 +15,15 @@ namespace {
 constexpr auto kNegativeTtl = std::chrono::milliseconds(20);
 // How long a multicast group's member list is reused before asking again.
 constexpr auto kGroupTtl = std::chrono::milliseconds(20);
-// A full ring's consumer lags: wait while it drains. One that took nothing
-// for this long is likely waiting on a full ring of ours (each side's
-// consumer pushing into the other's): dropping breaks that cycle, and the
-// transport recovers the packet (held_acks.h for ACKs).
-constexpr auto kConsumerStuck = std::chrono::milliseconds(5);
 }  // namespace
 
-std::shared_ptr<link::ShmRing> ShmLink::ring_of(uint64_t owner, int fd) noexcept {
+ShmLink::Sender ShmLink::ring_of(uint64_t owner, int fd) noexcept {
   if (auto known = by_owner_[owner].lock()) {
     close(fd);
     return known;
   }
-  auto ring = std::make_shared<link::ShmRing>();
-  if (ring->attach(fd) != 0) {
-    close(fd);
-    return nullptr;
-  }
+  auto ring = std::make_shared<link::RingSender>(owner);
+  if (ring->attach(fd) != 0) return nullptr;
   by_owner_[owner] = ring;
   return ring;
 }
@@ -47,7 +42,7 @@ void ShmLink::forget_departed_locked() noexcept {
   contexts_.clear();
 }
 
-std::shared_ptr<link::ShmRing> ShmLink::resolve(uint16_t dlid, uint32_t dest_qp) noexcept {
+ShmLink::Sender ShmLink::resolve(uint16_t dlid, uint32_t dest_qp) noexcept {
   const uint64_t key = uint64_t{dlid} << 24 | dest_qp;
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
@@ -70,7 +65,7 @@ std::shared_ptr<link::ShmRing> ShmLink::resolve(uint16_t dlid, uint32_t dest_qp)
 }
 
 // Members join and leave at any time: a group's answer is kept only briefly.
-std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid) noexcept {
+std::vector<ShmLink::Sender> ShmLink::resolve_group(uint16_t mlid) noexcept {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
   forget_departed_locked();
@@ -91,13 +86,74 @@ std::vector<std::shared_ptr<link::ShmRing>> ShmLink::resolve_group(uint16_t mlid
   return group.rings;
 }
 
-bool ShmLink::push(link::ShmRing& ring, const uint8_t* packet, size_t len,
-                   link::SlotKind kind) noexcept {
-  return ring.push_waiting(packet, len, kind, kConsumerStuck, wait_limit_);
+engine::TxResult ShmLink::send(const Sender& ring, const uint8_t* packet, size_t len,
+                               link::SlotKind kind) noexcept {
+  switch (ring->send(packet, len, kind, engine::now_ns())) {
+    case link::RingSender::Result::kSent:
+      return engine::TxResult::kSent;
+    case link::RingSender::Result::kHeld:
+      note_queued(ring);
+      return engine::TxResult::kQueued;
+    case link::RingSender::Result::kDiscarded:
+      break;
+  }
+  discarded(packet, len, kind, Discard::kReceiverStalled);
+  return engine::TxResult::kDiscarded;
 }
 
-bool ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                       size_t len) noexcept {
+void ShmLink::note_queued(const Sender& ring) noexcept {
+  {
+    std::lock_guard lock(queued_mutex_);
+    if (std::find(queued_.begin(), queued_.end(), ring) != queued_.end()) return;
+    queued_.push_back(ring);
+    queuing_.store(queued_.size(), std::memory_order_relaxed);
+    if (queued_.size() > 1) return;
+  }
+  if (on_queued_) on_queued_();
+}
+
+void ShmLink::discarded(const uint8_t* packet, size_t len, link::SlotKind kind,
+                        Discard why) noexcept {
+  if (kind == link::SlotKind::kPacket && on_discard_) on_discard_(packet, len, why);
+}
+
+size_t ShmLink::flush_queued(int64_t now_ns) noexcept {
+  if (!queuing()) return 0;
+  std::unique_lock flushing(flush_mutex_, std::try_to_lock);
+  if (!flushing.owns_lock()) return 0;
+  std::vector<Sender> rings;
+  {
+    std::lock_guard lock(queued_mutex_);
+    rings = queued_;
+  }
+  size_t left = 0;
+  // A program that left never takes what waits for it: give that up as soon
+  // as the daemon says it left, not after the head-of-queue lifetime.
+  if (inboxes_closed_) {
+    const uint64_t closed = inboxes_closed_->load(std::memory_order_acquire);
+    if (closed != queued_closed_seen_) {
+      queued_closed_seen_ = closed;
+      for (const Sender& ring : rings)
+        if (!session_alive(ring->owner()))
+          left += ring->discard_held([this](const uint8_t* p, size_t n, link::SlotKind kind) {
+            discarded(p, n, kind, Discard::kReceiverGone);
+          });
+    }
+  }
+  for (const Sender& ring : rings)
+    left += ring->flush(now_ns, [this](const uint8_t* p, size_t n, link::SlotKind kind) {
+      discarded(p, n, kind, Discard::kReceiverStalled);
+    });
+  // A ring is listed while anything waits for it; a sender that queues
+  // meanwhile lists it again under this lock (note_queued).
+  std::lock_guard lock(queued_mutex_);
+  std::erase_if(queued_, [](const Sender& ring) { return !ring->holding(); });
+  queuing_.store(queued_.size(), std::memory_order_relaxed);
+  return left;
+}
+
+engine::TxResult ShmLink::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                                   size_t len) noexcept {
   if (faults_ && faults_->impaired())
     return faults_->transmit(dlid, dest_qp, packet, len, send_fn());
   return deliver_packet(dlid, dest_qp, packet, len);
@@ -108,23 +164,26 @@ int64_t ShmLink::release_held(int64_t now_ns) noexcept {
 }
 
 // What a capture sees is what the wire carries: after the faults.
-bool ShmLink::deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                             size_t len) noexcept {
+engine::TxResult ShmLink::deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                                         size_t len) noexcept {
   if (capture_) capture_->maybe_mirror(packet, len);
   if (wire::is_multicast_lid(dlid)) {
     // The emulated switch replicates: one copy into every member process.
-    bool delivered = false;
-    for (auto& ring : resolve_group(dlid)) delivered |= push(*ring, packet, len);
-    return delivered;
+    engine::TxResult result = engine::TxResult::kNoRoute;
+    for (auto& ring : resolve_group(dlid)) {
+      const engine::TxResult r = send(ring, packet, len);
+      if (r == engine::TxResult::kSent || result == engine::TxResult::kNoRoute) result = r;
+    }
+    return result;
   }
   auto ring = resolve(dlid, dest_qp);
-  if (!ring) return false;  // nobody there: the fabric drops it
-  return push(*ring, packet, len);
+  if (!ring) return engine::TxResult::kNoRoute;  // nobody there: the fabric drops it
+  return send(ring, packet, len);
 }
 
 // --- messages between contexts of this HCA ---
 
-std::shared_ptr<link::ShmRing> ShmLink::ask(const Json& request, uint64_t* owner) noexcept {
+ShmLink::Sender ShmLink::ask(const Json& request, uint64_t* owner) noexcept {
   Json reply;
   std::vector<int> fds;
   if (daemon_->request(request, &reply, {}, &fds) != 0 || !reply.value("ok", false) ||
@@ -143,11 +202,14 @@ bool ShmLink::session_alive(uint64_t session) noexcept {
          reply.value("ok", false);
 }
 
-engine::Delivery ShmLink::deliver(const std::shared_ptr<link::ShmRing>& ring, uint64_t owner,
-                                  const uint8_t* msg, size_t len) noexcept {
-  if (push(*ring, msg, len, link::SlotKind::kMessage)) return engine::Delivery::kDelivered;
-  // Nobody drains a context that is gone: its ring stays full.
-  return session_alive(owner) ? engine::Delivery::kDropped : engine::Delivery::kNoRoute;
+engine::Delivery ShmLink::deliver(const Sender& ring, const uint8_t* msg, size_t len) noexcept {
+  switch (send(ring, msg, len, link::SlotKind::kMessage)) {
+    case engine::TxResult::kSent:
+    case engine::TxResult::kQueued:
+      return engine::Delivery::kDelivered;
+    default:
+      return engine::Delivery::kDropped;
+  }
 }
 
 // SRQ owners are cached until some inbox closes: SRQ numbers are not
@@ -168,16 +230,11 @@ engine::Delivery ShmLink::to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t
       srq_owners_[srqn] = owner;
     }
   }
-  const engine::Delivery d = deliver(owner.ring, owner.session, msg, len);
-  if (d == engine::Delivery::kNoRoute) {
-    std::lock_guard lock(mutex_);
-    srq_owners_.erase(srqn);
-  }
-  return d;
+  return deliver(owner.ring, msg, len);
 }
 
 engine::Delivery ShmLink::to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept {
-  std::shared_ptr<link::ShmRing> ring;
+  Sender ring;
   {
     std::lock_guard lock(mutex_);
     forget_departed_locked();
@@ -191,12 +248,7 @@ engine::Delivery ShmLink::to_context(uint64_t context, const uint8_t* msg, size_
       contexts_[context] = ring;
     }
   }
-  const engine::Delivery d = deliver(ring, context, msg, len);
-  if (d == engine::Delivery::kNoRoute) {
-    std::lock_guard lock(mutex_);
-    contexts_.erase(context);
-  }
-  return d;
+  return deliver(ring, msg, len);
 }
 
 bool ShmLink::srq_owner_alive(uint32_t srqn) noexcept {

@@ -4,8 +4,13 @@
 // messages between contexts of one HCA (transport/engine/context_link.h) into
 // the inbox of the context that owns an XRC SRQ or of a context by its daemon
 // session. The daemon says which inbox that is; answers are cached.
+//
+// The link is lossless: a ring without room gets its packets later, in
+// order (link/ring_sender.h); nothing here waits for room. Whoever drains
+// this context's own inbox also calls flush_queued().
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,7 +21,7 @@
 #include "provider/core/link_faults.h"
 #include "transport/engine/context_link.h"
 #include "transport/engine/packet_sink.h"
-#include "transport/link/shm_ring.h"
+#include "transport/link/ring_sender.h"
 
 namespace ibemu::provider {
 
@@ -25,16 +30,11 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   /// `device`: the daemon's index of the HCA (XRC SRQ numbers are per HCA).
   ShmLink(ControlClient* daemon, int device) : daemon_(daemon), device_(device) {}
 
-  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                size_t len) noexcept override;
+  engine::TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                            size_t len) noexcept override;
   bool wants_crcs() const noexcept override { return false; }
   /// Copies every packet sent to `ibemu capture` while one runs.
   void attach_capture(std::unique_ptr<CaptureMirror> mirror) { capture_ = std::move(mirror); }
-  /// A bound on how long one packet may wait for room in a full ring (by
-  /// default none: it waits while the consumer drains). A sender that others
-  /// depend on, such as the daemon's one thread for another host's packets,
-  /// sets one.
-  void set_wait_limit(std::chrono::nanoseconds limit) { wait_limit_ = limit; }
   /// Forgets every cached route and ring whenever `inboxes_closed` (the
   /// state page's count of departed inboxes) changes, so that a departed
   /// program's ring is unmapped rather than kept for good. Live
@@ -42,6 +42,7 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   void forget_routes_on(const std::atomic<uint64_t>* inboxes_closed) {
     inboxes_closed_ = inboxes_closed;
     inboxes_closed_seen_ = inboxes_closed->load(std::memory_order_acquire);
+    queued_closed_seen_ = inboxes_closed_seen_;
   }
   /// Passes packets through the faults of the links they cross while any is impaired.
   void attach_faults(std::unique_ptr<LinkFaults> faults) { faults_ = std::move(faults); }
@@ -49,32 +50,51 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   /// due (0: none).
   int64_t release_held(int64_t now_ns) noexcept;
 
+  /// Why a packet the link had queued was given up.
+  enum class Discard {
+    kReceiverStalled,  // it took nothing for the head-of-queue lifetime
+    kReceiverGone,     // its program left
+  };
+  using OnDiscard = std::function<void(const uint8_t* packet, size_t len, Discard why)>;
+  /// Told of each queued packet given up (only IBA packets, not messages).
+  void on_discard(OnDiscard f) { on_discard_ = std::move(f); }
+  /// Called when packets start to wait (whoever flushes may be asleep).
+  void on_queued(std::function<void()> f) { on_queued_ = std::move(f); }
+  /// Moves queued packets into their rings as they have room; gives up on
+  /// receivers that left or stalled. Returns how many packets left the
+  /// queues. Takes no engine lock and waits for nothing.
+  size_t flush_queued(int64_t now_ns) noexcept;
+  /// Whether packets wait for room in some ring.
+  bool queuing() const noexcept { return queuing_.load(std::memory_order_relaxed) != 0; }
+
   engine::Delivery to_srq_owner(uint32_t srqn, const uint8_t* msg, size_t len) noexcept override;
   engine::Delivery to_context(uint64_t context, const uint8_t* msg, size_t len) noexcept override;
   bool srq_owner_alive(uint32_t srqn) noexcept override;
 
  private:
-  std::chrono::nanoseconds wait_limit_{0};
+  using Sender = std::shared_ptr<link::RingSender>;
   struct Route {
-    std::shared_ptr<link::ShmRing> ring;  // null: destination unknown (drop)
+    Sender ring;  // null: destination unknown (drop)
     std::chrono::steady_clock::time_point expires;
   };
   struct Group {
-    std::vector<std::shared_ptr<link::ShmRing>> rings;  // one per member process
+    std::vector<Sender> rings;  // one per member process
     std::chrono::steady_clock::time_point expires;
   };
-  std::shared_ptr<link::ShmRing> resolve(uint16_t dlid, uint32_t dest_qp) noexcept;
-  std::vector<std::shared_ptr<link::ShmRing>> resolve_group(uint16_t mlid) noexcept;
+  Sender resolve(uint16_t dlid, uint32_t dest_qp) noexcept;
+  std::vector<Sender> resolve_group(uint16_t mlid) noexcept;
   /// The ring of daemon session `owner`, attached from `fd` unless known; takes fd.
-  std::shared_ptr<link::ShmRing> ring_of(uint64_t owner, int fd) noexcept;
-  bool push(link::ShmRing& ring, const uint8_t* packet, size_t len,
-            link::SlotKind kind = link::SlotKind::kPacket) noexcept;
+  Sender ring_of(uint64_t owner, int fd) noexcept;
+  /// Into `ring` now, or queued behind what waits for it.
+  engine::TxResult send(const Sender& ring, const uint8_t* packet, size_t len,
+                        link::SlotKind kind = link::SlotKind::kPacket) noexcept;
+  void note_queued(const Sender& ring) noexcept;
+  void discarded(const uint8_t* packet, size_t len, link::SlotKind kind, Discard why) noexcept;
   /// Asks the daemon `request` (resolve_srq, resolve_session); the owner's
   /// ring, or null.
-  std::shared_ptr<link::ShmRing> ask(const Json& request, uint64_t* owner) noexcept;
-  /// A message into `ring`; a full ring of a context that is gone is no route.
-  engine::Delivery deliver(const std::shared_ptr<link::ShmRing>& ring, uint64_t owner,
-                           const uint8_t* msg, size_t len) noexcept;
+  Sender ask(const Json& request, uint64_t* owner) noexcept;
+  /// A message into `ring`.
+  engine::Delivery deliver(const Sender& ring, const uint8_t* msg, size_t len) noexcept;
   bool session_alive(uint64_t session) noexcept;
   /// Under mutex_: drops the caches if an inbox closed since last time.
   void forget_departed_locked() noexcept;
@@ -83,25 +103,34 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   const int device_;
   std::unique_ptr<CaptureMirror> capture_;
   std::unique_ptr<LinkFaults> faults_;
+  OnDiscard on_discard_;
+  std::function<void()> on_queued_;
   /// Puts a packet on the wire: into the destination's inbox (inboxes).
-  bool deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
+  engine::TxResult deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                                  size_t len) noexcept;
   LinkFaults::Send send_fn() {
     return [this](uint16_t dlid, uint32_t qp, const uint8_t* p, size_t n) {
       return deliver_packet(dlid, qp, p, n);
     };
   }
   std::mutex mutex_;
-  std::map<uint64_t, Route> routes_;                           // (dlid << 24 | qpn)
-  std::map<uint16_t, Group> groups_;                           // by MLID
-  std::map<uint64_t, std::weak_ptr<link::ShmRing>> by_owner_;  // daemon session → ring
+  std::map<uint64_t, Route> routes_;                              // (dlid << 24 | qpn)
+  std::map<uint16_t, Group> groups_;                              // by MLID
+  std::map<uint64_t, std::weak_ptr<link::RingSender>> by_owner_;  // daemon session → ring
   struct Owner {
     uint64_t session = 0;
-    std::shared_ptr<link::ShmRing> ring;
+    Sender ring;
   };
-  std::map<uint32_t, Owner> srq_owners_;                         // XRC SRQ number → owner
-  std::map<uint64_t, std::shared_ptr<link::ShmRing>> contexts_;  // contexts messages went to
+  std::map<uint32_t, Owner> srq_owners_;  // XRC SRQ number → owner
+  std::map<uint64_t, Sender> contexts_;   // contexts messages went to
   const std::atomic<uint64_t>* inboxes_closed_ = nullptr;
   uint64_t inboxes_closed_seen_ = 0;  // under mutex_
+  // The rings packets wait for (they stay alive while anything waits).
+  std::mutex queued_mutex_;
+  std::vector<Sender> queued_;
+  std::atomic<size_t> queuing_{0};
+  std::mutex flush_mutex_;           // one flush at a time; others skip
+  uint64_t queued_closed_seen_ = 0;  // under flush_mutex_
 };
 
 }  // namespace ibemu::provider

@@ -126,22 +126,38 @@ class FakeLink : public PacketSink, public ContextLink {
   }
   size_t messages_sent = 0;
 
-  bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                size_t len) noexcept override {
+  TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                    size_t len) noexcept override {
     WirePacket p{dlid, dest_qp, std::vector<uint8_t>(packet, packet + len)};
     if (refuse && refuse(p)) {
       ++refused;
-      return false;
+      return TxResult::kDiscarded;
     }
     log_.push_back(p);
+    if (congested) {
+      waiting_.push_back(std::move(p));
+      return TxResult::kQueued;
+    }
     queue_.push_back(std::move(p));
-    return true;
+    return TxResult::kSent;
   }
 
-  /// Packets this says yes to are refused at transmission, as a ring that
-  /// stays full refuses them: transmit() returns false. They are not in log().
+  /// Packets this says yes to are given up at transmission, as a link gives
+  /// up on a receiver that stalled: transmit() returns kDiscarded. They are
+  /// not in log().
   std::function<bool(const WirePacket&)> refuse;
   size_t refused = 0;
+
+  /// While set, the destination has no room: packets wait on the link
+  /// (transmit() returns kQueued) until end_congestion().
+  bool congested = false;
+  /// The room is back: what waited goes on the wire, in order.
+  void end_congestion() {
+    congested = false;
+    for (WirePacket& p : waiting_) queue_.push_back(std::move(p));
+    waiting_.clear();
+  }
+  size_t waiting() const { return waiting_.size(); }
 
   /// Decides what happens to each packet when it is delivered; unset = deliver.
   /// A delayed packet is delivered right after the next one (a reordering).
@@ -204,6 +220,7 @@ class FakeLink : public PacketSink, public ContextLink {
   std::map<uint32_t, uint64_t> srq_owners_;
   std::vector<WirePacket> held_messages_;
   std::deque<WirePacket> queue_;
+  std::vector<WirePacket> waiting_;  // queued on the link while congested
   std::optional<WirePacket> held_;
   std::vector<WirePacket> log_;
 };
@@ -211,9 +228,9 @@ class FakeLink : public PacketSink, public ContextLink {
 /// A PacketSink that throws everything away (for tests that need no peer).
 class NullSink : public PacketSink {
  public:
-  bool transmit(uint16_t, uint32_t, const uint8_t*, size_t) noexcept override {
+  TxResult transmit(uint16_t, uint32_t, const uint8_t*, size_t) noexcept override {
     ++count;
-    return true;
+    return TxResult::kSent;
   }
   size_t count = 0;
 };

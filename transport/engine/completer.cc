@@ -45,6 +45,17 @@ void Qp::completer_receive(const wire::PacketView& pkt) noexcept {
   completer_nak(psn, type, wire::aeth_value(aeth.syndrome()));
 }
 
+// Everything up to `psn` is acknowledged now.
+void Qp::completer_acknowledged(uint32_t psn) noexcept {
+  const uint32_t acked_before = comp_.acked_psn;
+  comp_.acked_psn = psn;
+  completer_progress(static_cast<uint32_t>(wire::psn_diff(psn, acked_before)));
+  // Packets sent before a rewind arrived after all (the requester went back
+  // to ask for them again): the resend starts after them, else the cursor
+  // would stay behind what is acknowledged and the window never open.
+  if (wire::psn_diff(psn, req_.next_psn) >= 0) requester_resume_at(wire::psn_add(psn, 1));
+}
+
 // Forward progress restores the retry budgets (IBA 9.7.6.1.3) and restarts
 // the local ACK timer.
 void Qp::completer_progress(uint32_t acknowledged) noexcept {
@@ -58,10 +69,7 @@ void Qp::completer_progress(uint32_t acknowledged) noexcept {
 // Everything up to and including `psn` arrived: complete the WQEs it covers.
 void Qp::completer_ack(uint32_t psn) noexcept {
   const uint32_t acked_before = comp_.acked_psn;
-  comp_.acked_psn = psn;
-  completer_progress(static_cast<uint32_t>(wire::psn_diff(psn, acked_before)));
-  // Packets sent before a rewind arrived after all: resend only what follows.
-  if (wire::psn_diff(psn, req_.next_psn) >= 0) requester_resume_at(wire::psn_add(psn, 1));
+  completer_acknowledged(psn);
   while (!sq_.empty() && sq_.head() < req_.cursor + (req_.cursor_offset ? 1 : 0)) {
     SendWqe& w = sq_.at(sq_.head());
     if (!w.started || wire::psn_diff(w.last_psn, psn) > 0) break;
@@ -232,8 +240,7 @@ void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
     completer_error(WcStatus::kLocProtErr);
     return;
   }
-  comp_.acked_psn = psn;
-  completer_progress(1);
+  completer_acknowledged(psn);
   if (psn == wqe.last_psn) {
     complete_send(wqe, WcStatus::kSuccess, wqe.length);
     sq_.pop();
@@ -264,8 +271,7 @@ void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
     completer_error(WcStatus::kLocProtErr);
     return;
   }
-  comp_.acked_psn = psn;
-  completer_progress(1);
+  completer_acknowledged(psn);
   complete_send(*w, WcStatus::kSuccess, 8);
   sq_.pop();
   completer_retire_local_operations();

@@ -13,9 +13,10 @@ inline constexpr int kCounterPorts = 4;  // ports per HCA the block has room for
 
 struct PortCounters {
   std::atomic<uint64_t> xmit_packets{0}, xmit_bytes{0}, rcv_packets{0}, rcv_bytes{0};
-  // Packets the link could not deliver: no such destination, or its inbox
-  // stayed full (IBA PortXmitDiscards).
-  std::atomic<uint64_t> xmit_discards{0};
+  // Packets the link could not deliver (IBA PortXmitDiscards counts both):
+  // no such destination, and packets given up on a receiver that took
+  // nothing for the head-of-queue lifetime (link/ring_sender.h).
+  std::atomic<uint64_t> xmit_discards{0}, xmit_stalled_discards{0};
   // Received for this port and dropped: no such QP (IBA 9.6.1.5), a datagram
   // with another Q_Key (10.2.4, C10-15), a datagram with no receive posted.
   std::atomic<uint64_t> rcv_unknown_qp{0}, rcv_qkey_violations{0}, rcv_no_receive{0};

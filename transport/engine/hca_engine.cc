@@ -19,7 +19,7 @@ HcaEngine::HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* c
 std::shared_ptr<Qp> HcaEngine::create_qp(const QpInit& init,
                                          std::function<void(uint32_t, QpEvent)> on_event) {
   QpEnv env{&mrs_,     sink_,       ports_,       std::move(on_event), counters_, &srqs_,
-            contexts_, context_id_, forced_naks_, stall_tolerance_,    spec_};
+            contexts_, context_id_, forced_naks_, stall_tolerance_,    spec_,     &link_waiters_};
   auto qp = std::make_shared<Qp>(init, env);
   std::unique_lock lock(qps_mutex_);
   qps_[init.qpn] = qp;
@@ -192,6 +192,11 @@ std::vector<QpSnapshot> HcaEngine::qp_snapshots(
 
 void HcaEngine::device_fatal() noexcept {
   for (auto& qp : all_qps()) qp->device_fatal();
+}
+
+void HcaEngine::link_ready() noexcept {
+  for (uint32_t qpn : link_waiters_.take())
+    if (auto qp = find_qp(qpn)) qp->resume_sending();
 }
 
 Nanos HcaEngine::run_timers(Nanos now) noexcept {

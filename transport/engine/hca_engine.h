@@ -54,6 +54,8 @@ class HcaEngine {
   bool receive_message(const uint8_t* data, size_t len) noexcept;
   /// Progress thread: runs timers; returns the earliest next deadline or 0.
   Nanos run_timers(Nanos now) noexcept;
+  /// The link sent packets it had queued: requesters that stopped go on.
+  void link_ready() noexcept;
   /// The HCA is gone (its daemon died): every QP to the error state, its
   /// outstanding WRs flushed (Qp::device_fatal).
   void device_fatal() noexcept;
@@ -97,6 +99,7 @@ class HcaEngine {
   ForcedNakSource* forced_naks_ = nullptr;
   Nanos stall_tolerance_ = 0;
   SpecObserver* spec_ = nullptr;
+  LinkWaiters link_waiters_;
   bool verify_crcs_ = true;
 };
 

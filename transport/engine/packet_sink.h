@@ -8,15 +8,23 @@
 
 namespace ibemu::engine {
 
+/// What became of a packet handed to the link.
+enum class TxResult {
+  kSent,       // on the wire (a fault injected on the way may still lose it)
+  kQueued,     // the destination has no room yet: the link keeps it, in order,
+               // and sends it when there is (a lossless link's credits)
+  kNoRoute,    // no such destination: the fabric drops it
+  kDiscarded,  // the link gave it up (a receiver that takes nothing); the
+               // link counted it
+};
+
 class PacketSink {
  public:
   virtual ~PacketSink() = default;
-  /// Delivers one finished IBA packet toward (dlid, dest_qp). Dropping is
-  /// allowed (the RC transport retransmits); this never blocks for long.
-  /// Returns false when the packet was discarded (no such destination, or it
-  /// stayed unable to take it).
-  virtual bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
-                        size_t len) noexcept = 0;
+  /// Hands one finished IBA packet to the link toward (dlid, dest_qp). Never
+  /// waits: a packet the destination has no room for is queued.
+  virtual TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
+                            size_t len) noexcept = 0;
   /// Whether packets must carry computed ICRC/VCRC. A link inside one host's
   /// memory says no: nothing there can corrupt a packet (wire::fill_crcs
   /// completes them when they leave the host or are captured).

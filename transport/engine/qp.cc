@@ -45,6 +45,7 @@ void Qp::reset_transport_state() noexcept {
   fwd_.seq = seq;
   sq_.reset(init_.max_send_wr);
   rq_.reset(init_.max_recv_wr);
+  responses_out_.clear();
   dci_ = DcInitiator{};
   dct_forget_connections();
   held_acks_.clear();

@@ -6,7 +6,11 @@
 // send WQEs, retries and completes them.
 //
 // Locking: every entry point takes mutex_; it is held while packets are built
-// and while completions are pushed (lock order: QP, then CQ).
+// and while completions are pushed (lock order: QP, then CQ). Nothing under
+// it waits for the link: a packet the destination has no room for is queued
+// by the link, and the requester stops until the link has sent it
+// (resume_sending).
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -19,6 +23,7 @@
 #include "transport/engine/counters.h"
 #include "transport/engine/forced_naks.h"
 #include "transport/engine/held_acks.h"
+#include "transport/engine/link_waiters.h"
 #include "transport/engine/mr_table.h"
 #include "transport/engine/packet_sink.h"
 #include "transport/engine/response_path.h"
@@ -61,6 +66,18 @@ struct QpInit {
   uint64_t dct_access_key = 0;
 };
 
+/// A response the responder still owes (responder_output.cc): an RDMA READ
+/// being answered, one PMTU at a time, or a finished packet waiting behind one.
+struct QueuedResponse {
+  std::vector<uint8_t> packet;  // a finished packet; empty for a READ
+  uint64_t va = 0;              // READ: what is read ...
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+  uint32_t psn = 0;   // ... the first response's PSN
+  uint32_t msn = 0;   // ... the MSN its responses carry (the READ's own)
+  uint32_t sent = 0;  // ... and how many responses left
+};
+
 struct QpEnv {
   MrTable* mrs = nullptr;
   PacketSink* sink = nullptr;
@@ -79,7 +96,8 @@ struct QpEnv {
   // freezes them for hundreds of ms); a real fabric never pauses like
   // that, so a silence this short is not charged to the peer.
   Nanos stall_tolerance = 0;
-  SpecObserver* spec = nullptr;  // IBEMU_CHECK's listener; may be null
+  SpecObserver* spec = nullptr;         // IBEMU_CHECK's listener; may be null
+  LinkWaiters* link_waiters = nullptr;  // where a QP stopped by the link waits; may be null
 };
 
 class Qp {
@@ -122,6 +140,9 @@ class Qp {
   /// The QP is being destroyed: a last offer of the acknowledgements the
   /// link held back (held_acks.h).
   void release_held_acks() noexcept;
+  /// The link sent packets it had queued: a requester that stopped for
+  /// room goes on.
+  void resume_sending() noexcept;
   /// The HCA failed (its daemon died): the QP enters the error state and
   /// every outstanding WR completes with a flush error, as a hardware
   /// driver's reset flow completes them.
@@ -178,7 +199,8 @@ class Qp {
                        bool solicited) noexcept;
   void emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept;
   /// Every packet of this QP leaves through here: the port's counters see it.
-  /// False when the link discarded the packet.
+  /// False when the link discarded the packet. A packet the link queued
+  /// stops the requester until resume_sending().
   bool transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept;
 
   // responder.cc (IBA 9.7.5)
@@ -200,9 +222,15 @@ class Qp {
   Nanos resend_held_acks(Nanos now) noexcept;
   /// The way back to the requester, from port `me` (the QP's port).
   ResponsePath response_path(const PortAddress& me) const noexcept;
-  /// One response packet (ACK, READ response, atomic ACK) back to the requester.
+  /// One response packet (ACK, READ response, atomic ACK) back to the
+  /// requester; behind the responses still waiting to go (responder_output.cc).
   void send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                      uint32_t len, uint64_t atomic_orig) noexcept;
+  // responder_output.cc: responses leave in PSN order and as the link has
+  // room, as a hardware responder's READ engine is paced by link credits.
+  void responder_queue_read(uint64_t va, uint32_t rkey, uint32_t len, uint32_t psn) noexcept;
+  void responder_send_queued() noexcept;
+  bool responder_send_read_packet(struct QueuedResponse& r) noexcept;
   void responder_fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
   /// After responder_fail: the QP is in ERR or, for a DCT, the connection closed.
   bool responder_failed() const noexcept {
@@ -252,11 +280,15 @@ class Qp {
   void completer_read_response(const wire::PacketView& pkt) noexcept;
   void completer_atomic_ack(const wire::PacketView& pkt) noexcept;
   void completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
+  void completer_acknowledged(uint32_t psn) noexcept;
   void completer_error(WcStatus status) noexcept;
   void completer_retire_local_operations() noexcept;
   Nanos completer_timer(Nanos now) noexcept;
 
   std::mutex mutex_;
+  // The link queued a packet of this QP: like an HCA without link credits,
+  // the requester sends nothing new until the link has room again.
+  std::atomic<bool> link_busy_{false};
   QpInit init_;
   QpEnv env_;
   QpAttr attr_;
@@ -368,6 +400,9 @@ class Qp {
 
   bool sq_drained_event_ = false;  // SQD entered with en_sqd_async_notify, not drained yet
 
+  // Responses not yet sent, oldest first: READs being answered and the
+  // packets behind them (responder_output.cc).
+  std::deque<QueuedResponse> responses_out_;
   uint8_t tx_buf_[wire::kMaxPacket];
   uint8_t bounce_[wire::kMaxPayload];  // READ responses from device memory
 };

@@ -108,13 +108,25 @@ void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
 }
 
 bool Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
-  const bool sent = env_.sink->transmit(dlid, dest_qp, packet, len);
-  if (!env_.counters) return sent;
-  PortCounters& c = env_.counters->at(attr_.port_num);
-  c.xmit_packets++;
-  c.xmit_bytes += len;
-  if (!sent) c.xmit_discards++;
-  return sent;
+  const TxResult result = env_.sink->transmit(dlid, dest_qp, packet, len);
+  if (result == TxResult::kQueued && !link_busy_.exchange(true, std::memory_order_relaxed) &&
+      env_.link_waiters)
+    env_.link_waiters->add(init_.qpn);
+  if (env_.counters) {
+    PortCounters& c = env_.counters->at(attr_.port_num);
+    c.xmit_packets++;
+    c.xmit_bytes += len;
+    if (result == TxResult::kNoRoute) c.xmit_discards++;
+  }
+  return result == TxResult::kSent || result == TxResult::kQueued;
+}
+
+void Qp::resume_sending() noexcept {
+  if (!link_busy_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(mutex_);
+  link_busy_.store(false, std::memory_order_relaxed);
+  responder_send_queued();
+  requester_pump();
 }
 
 // A READ or atomic is one request packet; its PSNs run on through the
@@ -240,7 +252,8 @@ void Qp::requester_pump() noexcept {
   } drain_check{this};
   if (!sq_can_send() || comp_.rnr_wait_until) return;
   bool sent = false;
-  while (req_.cursor < sq_.tail() && (!reliable() || requester_in_flight() < req_.window)) {
+  while (req_.cursor < sq_.tail() && (!reliable() || requester_in_flight() < req_.window) &&
+         !link_busy_.load(std::memory_order_relaxed)) {
     SendWqe& wqe = sq_.at(req_.cursor);
     if (attr_.qp_state == QpState::kErr) return;
     // IBA 10.3.1: in SQD the messages already begun are finished (and resent

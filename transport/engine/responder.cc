@@ -54,6 +54,13 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
   const PortAddress me = env_.ports->port(attr_.port_num);
   const size_t total = write_response(tx_buf_, response_path(me), me, opcode, psn, syndrome,
                                       payload, len, atomic_orig, env_.sink->wants_crcs());
+  if (!responses_out_.empty()) {
+    // Behind a READ still being answered: responses go in PSN order.
+    QueuedResponse q;
+    q.packet.assign(tx_buf_, tx_buf_ + total);
+    responses_out_.push_back(std::move(q));
+    return;
+  }
   if (transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total))
     held_acks_.delivered(peer_.av.dlid, peer_.qpn);
   else if (opcode == static_cast<uint8_t>(wire::Opcode::kRcAcknowledge))
@@ -408,8 +415,9 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
 }
 
 // RDMA READ (IBA 9.7.5.2.2): the whole range is checked first; then the
-// responses go out, one PMTU each, with PSNs from the request's on. A READ
-// re-requested from a later PSN (after lost responses) starts there.
+// responses go out, one PMTU each, with PSNs from the request's on, as the
+// link takes them (responder_output.cc). A READ re-requested from a later
+// PSN (after lost responses) starts there.
 void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
   const wire::Reth reth = pkt.reth();
   const uint32_t len = reth.dma_len();
@@ -420,15 +428,7 @@ void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexc
     responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  const uint8_t ack = wire::make_ack_syndrome(kNoCredits);
-  uint32_t sent = psn;
-  if (!for_each_read_response(
-          src, len, mtu_bytes(), psn, bounce_,
-          [&](uint8_t op, uint32_t response_psn, const uint8_t* data, uint32_t n) {
-            send_response(op, response_psn, ack, data, n, 0);
-            sent = wire::psn_add(response_psn, 1);
-          }))
-    responder_fail(sent, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+  responder_queue_read(reth.va(), reth.rkey(), len, psn);
 }
 
 // Atomics (IBA 9.4.5, 9.7.5.2.3): the address must be 8-byte aligned and

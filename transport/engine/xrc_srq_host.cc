@@ -227,10 +227,10 @@ void HcaEngine::serve_xrc_request(const uint8_t* data, size_t len) noexcept {
             [&](uint8_t op, uint32_t psn, const uint8_t* bytes, uint32_t n) {
               const size_t total =
                   write_response(buf, r.path, me, op, psn, ack, bytes, n, 0, sink_->wants_crcs());
-              const bool sent = sink_->transmit(r.path.av.dlid, r.path.dest_qp, buf, total);
+              const TxResult sent = sink_->transmit(r.path.av.dlid, r.path.dest_qp, buf, total);
               c.xmit_packets++;
               c.xmit_bytes += total;
-              if (!sent) c.xmit_discards++;
+              if (sent == TxResult::kNoRoute) c.xmit_discards++;
             });
       }
     } else {

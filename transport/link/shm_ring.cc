@@ -2,20 +2,38 @@
 
 #include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <thread>
 
 #include "transport/link/sealed_memfd.h"
 
 namespace ibemu::link {
 
+// A slot's state word: the position it serves (bits 2-63) and its phase.
+// A slot serves positions i, i + slot_count, i + 2 * slot_count, ...; the
+// consumer hands it on to the next of them when it pops.
+struct ShmRing::Slot {
+  std::atomic<uint64_t> state;
+  uint32_t len;
+  uint32_t kind;
+  uint8_t data[];
+};
+static_assert(sizeof(std::atomic<uint64_t>) + 8 == kSlotHeader);
+
 namespace {
+
+enum Phase : uint64_t { kFree = 0, kWriting = 1, kReady = 2 };
+constexpr uint64_t state_of(uint64_t pos, Phase phase) { return pos << 2 | phase; }
+constexpr uint64_t position_of(uint64_t state) { return state >> 2; }
+
+// How many slots a producer looks at before it calls the ring full: other
+// producers claim slots meanwhile, and a tampered ring must not hold it.
+constexpr int kPushAttempts = 64;
 
 size_t header_bytes() { return (sizeof(RingHeader) + 4095) & ~size_t{4095}; }
 
@@ -30,13 +48,13 @@ ShmRing::~ShmRing() {
   if (fd_ >= 0) close(fd_);
 }
 
-uint8_t* ShmRing::slot(uint64_t pos) const noexcept {
-  return reinterpret_cast<uint8_t*>(hdr_) + header_bytes() +
-         (pos % slot_count_) * size_t{slot_size_};
+ShmRing::Slot* ShmRing::slot(uint64_t pos) const noexcept {
+  return reinterpret_cast<Slot*>(reinterpret_cast<uint8_t*>(hdr_) + header_bytes() +
+                                 (pos % slot_count_) * size_t{slot_size_});
 }
 
 int ShmRing::create(uint32_t slot_size, uint32_t slot_count) noexcept {
-  slot_size = (slot_size + 63) & ~63u;
+  slot_size = (std::max(slot_size, kSlotHeader) + 63) & ~63u;
   size_t len = header_bytes() + size_t{slot_size} * slot_count;
   int fd = create_sealed_memfd("ibemu-inbox", len);
   if (fd < 0) return -fd;
@@ -49,18 +67,14 @@ int ShmRing::create(uint32_t slot_size, uint32_t slot_count) noexcept {
   hdr_ = new (p) RingHeader{};
   hdr_->slot_size = slot_size;
   hdr_->slot_count = slot_count;
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&hdr_->producer_lock, &attr);
-  pthread_mutexattr_destroy(&attr);
-  std::atomic_thread_fence(std::memory_order_release);
-  hdr_->magic = RingHeader::kMagic;
   fd_ = fd;
   map_len_ = len;
   slot_size_ = slot_size;
   slot_count_ = slot_count;
+  for (uint64_t i = 0; i < slot_count; ++i)
+    new (&slot(i)->state) std::atomic<uint64_t>(state_of(i, kFree));
+  std::atomic_thread_fence(std::memory_order_release);
+  hdr_->magic = RingHeader::kMagic;
   return 0;
 }
 
@@ -75,6 +89,7 @@ int ShmRing::attach(int fd) noexcept {
   const uint32_t slot_size = h->slot_size;
   const uint32_t slot_count = h->slot_count;
   if (h->magic != RingHeader::kMagic || slot_count == 0 || slot_size < kSlotHeader ||
+      slot_size % 64 != 0 ||
       header_bytes() + size_t{slot_size} * slot_count > static_cast<size_t>(size)) {
     munmap(p, size);
     return EINVAL;
@@ -87,109 +102,114 @@ int ShmRing::attach(int fd) noexcept {
   return 0;
 }
 
-bool ShmRing::lock_producers() noexcept {
-  // Tries and yields rather than a timed lock: a lock is held for one copy,
-  // the monotonic clock is immune to clock steps, and ThreadSanitizer knows
-  // trylock (it does not know pthread_mutex_clocklock).
-  const auto deadline = std::chrono::steady_clock::now() + kLockPatience;
-  for (;;) {
-    const int rc = pthread_mutex_trylock(&hdr_->producer_lock);
-    if (rc == 0) return true;
-    if (rc == EOWNERDEAD) {
-      // A producer died holding the lock; its packet was never published.
-      pthread_mutex_consistent(&hdr_->producer_lock);
+bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
+  if (!fits(len)) return false;
+  uint64_t pos = hdr_->tail.load(std::memory_order_acquire);
+  for (int attempt = 0; attempt < kPushAttempts; ++attempt) {
+    Slot* s = slot(pos);
+    uint64_t state = s->state.load(std::memory_order_acquire);
+    if (state == state_of(pos, kFree)) {
+      if (!s->state.compare_exchange_strong(state, state_of(pos, kWriting),
+                                            std::memory_order_acq_rel))
+        continue;  // another producer took it: look again
+      uint64_t expected = pos;
+      hdr_->tail.compare_exchange_strong(expected, pos + 1, std::memory_order_release);
+      s->len = static_cast<uint32_t>(len);
+      s->kind = static_cast<uint32_t>(kind);
+      std::memcpy(s->data, data, len);
+      uint64_t writing = state_of(pos, kWriting);
+      // Fails only when the consumer gave the slot up as abandoned
+      // meanwhile (this producer stalled for that long): not delivered.
+      if (!s->state.compare_exchange_strong(writing, state_of(pos, kReady),
+                                            std::memory_order_seq_cst))
+        return false;
+      if (hdr_->consumer_sleeping.load(std::memory_order_seq_cst)) wake();
       return true;
     }
-    if (rc != EBUSY || std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::yield();
+    const uint64_t served = position_of(state);
+    if (served == pos) {
+      // Claimed by another producer: help the tail on and try the next slot.
+      uint64_t expected = pos;
+      hdr_->tail.compare_exchange_strong(expected, pos + 1, std::memory_order_release);
+      ++pos;
+    } else if (served < pos) {
+      return false;  // still holds an older packet the consumer has not taken: full
+    } else {
+      pos = hdr_->tail.load(std::memory_order_acquire);  // the tail moved on
+    }
   }
-}
-
-bool ShmRing::push(const uint8_t* data, size_t len, SlotKind kind) noexcept {
-  if (len > slot_size_ - kSlotHeader) return false;
-  if (!lock_producers()) return false;
-  uint64_t tail = hdr_->tail.load(std::memory_order_relaxed);
-  uint64_t head = hdr_->head.load(std::memory_order_acquire);
-  if (tail - head >= slot_count_) {
-    pthread_mutex_unlock(&hdr_->producer_lock);
-    return false;
-  }
-  uint8_t* s = slot(tail);
-  uint32_t len32 = static_cast<uint32_t>(len);
-  std::memcpy(s, &len32, sizeof(len32));
-  std::memcpy(s + sizeof(len32), &kind, sizeof(kind));
-  std::memcpy(s + kSlotHeader, data, len);
-  hdr_->tail.store(tail + 1, std::memory_order_seq_cst);
-  pthread_mutex_unlock(&hdr_->producer_lock);
-  if (hdr_->consumer_sleeping.load(std::memory_order_seq_cst)) wake();
-  return true;
+  return false;
 }
 
 const uint8_t* ShmRing::peek(size_t* len, SlotKind* kind) noexcept {
-  uint64_t head = hdr_->head.load(std::memory_order_relaxed);
-  if (head == hdr_->tail.load(std::memory_order_acquire)) return nullptr;
-  const uint8_t* s = slot(head);
-  uint32_t len32;
-  std::memcpy(&len32, s, sizeof(len32));
-  if (kind) std::memcpy(kind, s + sizeof(len32), sizeof(*kind));
-  *len = std::min<size_t>(len32, slot_size_ - kSlotHeader);
-  return s + kSlotHeader;
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  Slot* s = slot(head);
+  const uint64_t state = s->state.load(std::memory_order_acquire);
+  if (state == state_of(head, kReady)) {
+    claimed_seen_ = {};
+    if (kind) *kind = static_cast<SlotKind>(s->kind);
+    *len = std::min<size_t>(s->len, slot_size_ - kSlotHeader);
+    return s->data;
+  }
+  if (state != state_of(head, kWriting)) return nullptr;
+  // A producer is copying, or died copying: give the slot up only after
+  // far longer than any copy takes.
+  const auto now = std::chrono::steady_clock::now();
+  if (claimed_seen_ == std::chrono::steady_clock::time_point{}) claimed_seen_ = now;
+  if (now - claimed_seen_ < abandon_after_) return nullptr;
+  uint64_t expected = state;
+  if (s->state.compare_exchange_strong(expected, state_of(head + slot_count_, kFree),
+                                       std::memory_order_acq_rel)) {
+    ++abandoned_;
+    head_.store(head + 1, std::memory_order_release);
+    hdr_->consumed.store(head + 1, std::memory_order_release);
+  }
+  claimed_seen_ = {};
+  return peek(len, kind);
 }
 
-void ShmRing::pop() noexcept { hdr_->head.fetch_add(1, std::memory_order_release); }
+void ShmRing::pop() noexcept {
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  slot(head)->state.store(state_of(head + slot_count_, kFree), std::memory_order_release);
+  head_.store(head + 1, std::memory_order_release);
+  hdr_->consumed.store(head + 1, std::memory_order_release);
+}
+
+uint64_t ShmRing::oldest_pending() const noexcept {
+  const uint64_t head = head_.load(std::memory_order_acquire);
+  return slot(head)->state.load(std::memory_order_acquire) == state_of(head, kReady) ? head
+                                                                                     : kEmpty;
+}
+
+uint64_t ShmRing::consumed_hint() const noexcept {
+  return hdr_->consumed.load(std::memory_order_acquire);
+}
 
 void ShmRing::wait(int64_t timeout_ns, bool announce) noexcept {
   uint32_t seq = hdr_->wake_seq.load(std::memory_order_acquire);
+  timespec ts{};
+  const timespec* tsp = nullptr;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = timeout_ns / 1000000000;
+    ts.tv_nsec = timeout_ns % 1000000000;
+    tsp = &ts;
+  }
   if (!announce) {
-    timespec ts{timeout_ns / 1000000000, timeout_ns % 1000000000};
-    futex(&hdr_->wake_seq, FUTEX_WAIT, seq, timeout_ns >= 0 ? &ts : nullptr);
+    futex(&hdr_->wake_seq, FUTEX_WAIT, seq, tsp);
     return;
   }
   hdr_->consumer_sleeping.store(1, std::memory_order_seq_cst);
   // Re-check after announcing sleep: a producer that published before it saw
   // the flag will not wake us (the Dekker pair with push()).
-  if (hdr_->head.load(std::memory_order_relaxed) == hdr_->tail.load(std::memory_order_seq_cst)) {
-    timespec ts{};
-    const timespec* tsp = nullptr;
-    if (timeout_ns >= 0) {
-      ts.tv_sec = timeout_ns / 1000000000;
-      ts.tv_nsec = timeout_ns % 1000000000;
-      tsp = &ts;
-    }
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  if (slot(head)->state.load(std::memory_order_seq_cst) != state_of(head, kReady))
     futex(&hdr_->wake_seq, FUTEX_WAIT, seq, tsp);
-  }
   hdr_->consumer_sleeping.store(0, std::memory_order_relaxed);
 }
 
 void ShmRing::wake() noexcept {
   hdr_->wake_seq.fetch_add(1, std::memory_order_seq_cst);
   futex(&hdr_->wake_seq, FUTEX_WAKE, 1, nullptr);
-}
-
-bool ShmRing::push_waiting(const uint8_t* data, size_t len, SlotKind kind,
-                           std::chrono::nanoseconds stuck,
-                           std::chrono::nanoseconds at_most) noexcept {
-  if (push(data, len, kind)) return true;
-  if (len > slot_size_ - kSlotHeader) return false;
-  uint64_t consumed_to = hdr_->head.load(std::memory_order_acquire);
-  const auto start = std::chrono::steady_clock::now();
-  auto progress_at = start;
-  for (;;) {
-    std::this_thread::yield();
-    if (push(data, len, kind)) return true;
-    const auto now = std::chrono::steady_clock::now();
-    if (const uint64_t head = hdr_->head.load(std::memory_order_acquire); head != consumed_to) {
-      consumed_to = head;
-      progress_at = now;
-    } else if (now - progress_at >= stuck) {
-      hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    if (at_most.count() && now - start >= at_most) {
-      hdr_->dropped.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-  }
 }
 
 }  // namespace ibemu::link

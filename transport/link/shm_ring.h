@@ -1,19 +1,25 @@
 #pragma once
 // A multi-producer, single-consumer packet ring in shared memory: the inbox of
 // one HCA context. Any process that the daemon introduces may append whole
-// packets; only the owning context's progress thread consumes them.
+// packets; only the owning context consumes them.
 //
-// Producers serialize on a robust process-shared mutex, so a producer killed
-// mid-copy leaves no half-written packet (the tail moves only after the copy).
+// No lock lives in the ring. Each slot starts with a state word that names
+// the position the slot serves and its phase (free, being written, ready);
+// a producer claims the slot at the tail with one compare-and-swap on that
+// word, copies, and marks it ready. A producer killed mid-copy leaves one
+// slot being written: the consumer waits for it a while (a live producer
+// finishes in microseconds) and then gives it up.
 //
 // A producer trusts nothing in the ring but what it checked when it mapped
 // it: the memfd's size is sealed, the geometry is copied out of the header
-// once, and the lock is waited for a bounded time. A consumer that rewrites
-// its header or holds the lock can lose its own packets, never make a
-// producer (the daemon among them) write out of bounds or hang.
-// The consumer needs no lock. It sleeps on a futex in the ring; producers wake
-// it only when it said it sleeps.
-#include <pthread.h>
+// once, every slot is found from the validated geometry, and every loop over
+// shared words is bounded. A ring owner that rewrites its header or its
+// state words loses its own packets; it cannot make a producer (the daemon
+// among them) write out of bounds, hang, or touch any memory but the ring's.
+// Likewise the consumer steers by its own position, never by a word that a
+// producer wrote, apart from the one state word it checks exactly.
+// The consumer sleeps on a futex in the ring; producers wake it only when it
+// said it sleeps. A forged futex word costs the owner its own wake-ups.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -22,20 +28,20 @@
 namespace ibemu::link {
 
 struct RingHeader {
-  static constexpr uint64_t kMagic = 0x676e6952'554d4542ull;  // "BEMURing"
+  static constexpr uint64_t kMagic = 0x32676e52'554d4542ull;  // "BEMURng2"
   uint64_t magic;
   uint32_t slot_size;
   uint32_t slot_count;
-  pthread_mutex_t producer_lock;
-  alignas(64) std::atomic<uint64_t> tail;  // next slot producers fill
-  alignas(64) std::atomic<uint64_t> head;  // next slot the consumer reads
+  // Where producers look first; a hint only (the slots' states decide).
+  alignas(64) std::atomic<uint64_t> tail;
+  // Packets the consumer has taken; producers read it only to see progress.
+  alignas(64) std::atomic<uint64_t> consumed;
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   std::atomic<uint32_t> wake_seq;  // futex word
-  std::atomic<uint64_t> dropped;   // packets producers gave up on: the ring stayed full
 };
 
-/// Slot: 4-byte length, 4-byte kind, then the packet or message.
-inline constexpr uint32_t kSlotHeader = 8;
+/// Slot: 8-byte state word, 4-byte length, 4-byte kind, then the packet or message.
+inline constexpr uint32_t kSlotHeader = 16;
 
 /// What a slot holds: an IBA packet, or a message between contexts of one
 /// HCA (transport/engine/context_link.h).
@@ -54,17 +60,13 @@ class ShmRing {
   int attach(int fd) noexcept;
   int fd() const { return fd_; }
 
-  /// Producer: appends one packet; false when the ring is full or len too big.
+  /// Whether a packet of `len` bytes fits a slot.
+  bool fits(size_t len) const noexcept { return len <= slot_size_ - kSlotHeader; }
+  /// Producer: appends one packet; false when the ring is full (or looks
+  /// full: a tampered ring), or len too big. Never waits.
   bool push(const uint8_t* data, size_t len, SlotKind kind = SlotKind::kPacket) noexcept;
-  /// Producer: appends one packet, waiting while the ring is full and its
-  /// consumer drains it. Gives up (and counts a drop) once the consumer took
-  /// nothing for `stuck` (a consumer that is itself waiting to push into a
-  /// full ring of this producer's would otherwise never take it), or after
-  /// `at_most` in all (0: no such bound).
-  bool push_waiting(const uint8_t* data, size_t len, SlotKind kind, std::chrono::nanoseconds stuck,
-                    std::chrono::nanoseconds at_most = {}) noexcept;
 
-  /// Consumer: the next packet, or nullptr when empty. Call pop() after use.
+  /// Consumer: the next packet, or nullptr when none is ready. Call pop() after use.
   const uint8_t* peek(size_t* len, SlotKind* kind = nullptr) noexcept;
   void pop() noexcept;
   /// Consumer: sleeps until a producer pushes, wake() is called, or
@@ -74,21 +76,24 @@ class ShmRing {
   /// Wakes the consumer (shutdown, or new timers).
   void wake() noexcept;
 
-  uint64_t dropped() const { return hdr_ ? hdr_->dropped.load() : 0; }
-  /// How long a producer waits for the lock before it gives up on a push.
-  static constexpr std::chrono::milliseconds kLockPatience{50};
-  /// Anyone: the position of the oldest unconsumed packet, or kEmpty. The
-  /// same value seen twice some time apart means nobody consumed meanwhile.
+  /// Consumer: how long a slot a producer claimed may stay unwritten before
+  /// the consumer gives it up (its producer died mid-copy).
+  void set_abandon_after(std::chrono::nanoseconds t) { abandon_after_ = t; }
+  /// Consumer: slots given up so far.
+  uint64_t abandoned() const { return abandoned_; }
+
+  /// The consumer's process, any thread: the position of the oldest packet
+  /// waiting, or kEmpty. The same value seen twice some time apart means
+  /// nobody consumed meanwhile.
   static constexpr uint64_t kEmpty = ~0ull;
-  uint64_t oldest_pending() const noexcept {
-    const uint64_t head = hdr_->head.load(std::memory_order_relaxed);
-    return head == hdr_->tail.load(std::memory_order_acquire) ? kEmpty : head;
-  }
+  uint64_t oldest_pending() const noexcept;
+  /// Producer: how many packets the consumer has taken, as far as this
+  /// producer can tell (it changes when the consumer makes progress).
+  uint64_t consumed_hint() const noexcept;
 
  private:
-  uint8_t* slot(uint64_t pos) const noexcept;
-
-  bool lock_producers() noexcept;
+  struct Slot;
+  Slot* slot(uint64_t pos) const noexcept;
 
   int fd_ = -1;
   RingHeader* hdr_ = nullptr;
@@ -96,6 +101,11 @@ class ShmRing {
   // The geometry as validated when mapped; the header's copy is the owner's.
   uint32_t slot_size_ = 0;
   uint32_t slot_count_ = 0;
+  // Consumer: the next position to read (its own, never read from the ring).
+  std::atomic<uint64_t> head_{0};
+  std::chrono::nanoseconds abandon_after_{std::chrono::seconds(1)};
+  std::chrono::steady_clock::time_point claimed_seen_{};  // the head slot seen claimed since
+  uint64_t abandoned_ = 0;
 };
 
 }  // namespace ibemu::link
