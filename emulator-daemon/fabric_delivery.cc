@@ -9,6 +9,10 @@
 
 namespace ibemu {
 
+namespace {
+constexpr size_t kQueueLimit = 1u << 20;
+}  // namespace
+
 FabricDelivery::~FabricDelivery() {
   link_.reset();
   if (page_) munmap(const_cast<StatePage*>(page_), sizeof(StatePage));
@@ -44,6 +48,10 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
   // a packet from another host has no sending port here.
   link_ = std::make_unique<provider::ShmLink>(&client_, 0);
   link_->forget_routes_on(&page_->inboxes_closed);
+  // What another host sends is not held back by a full ring here (only its
+  // RC windows hold it): a short queue, about a millisecond of packets, and
+  // the transport's retransmission beyond it, as over the lossy network.
+  link_->set_queue_limit(kQueueLimit);
   // Counted at the port the packet was for: it has no sending port here.
   link_->on_discard([this](const uint8_t* packet, size_t len, provider::ShmLink::Discard why) {
     if (len < wire::Lrh::kSize) return;

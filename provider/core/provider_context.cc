@@ -44,6 +44,9 @@ constexpr engine::Nanos kStallWhenSpinningNs = 500;
 // While the link queues packets for a full ring, how often it looks for
 // room: the receiver drains a ring within microseconds when it runs.
 constexpr engine::Nanos kQueuedRetryNs = 20'000;
+// A timer scan may start once this many times its last duration has passed
+// since the last one began.
+constexpr engine::Nanos kScansPerDrain = 10;
 constexpr int kCpusToSpinWhileAppPolls = 4;
 
 bool enough_cpus_to_spin() {
@@ -247,9 +250,11 @@ bool ProviderContext::try_progress() noexcept {
 
 bool ProviderContext::flush_link(engine::Nanos now) noexcept {
   const bool moved = link_->queuing() && link_->flush_queued(now) > 0;
-  // Once nothing waits, every QP that stopped may go on, also one that
-  // stopped just as the link sent its packet (and missed that call).
-  if (moved || !link_->queuing()) engine_->link_ready();
+  // The QPs that stopped go on once nothing waits any more: resumed as soon
+  // as some packets moved, each would queue one more packet behind the
+  // rest, and thousands of QPs would grow the queue faster than the
+  // receiver drains it. So what waits is at most a packet or so per QP.
+  if (!link_->queuing()) engine_->link_ready();
   return moved;
 }
 
@@ -318,6 +323,7 @@ void ProviderContext::progress_loop() noexcept {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   engine::Nanos next_timer = 0;
   engine::Nanos last_scan = 0;
+  engine::Nanos scan_cost = 0;  // how long the last timer scan took
   engine::Nanos idle_since = 0;
   const bool spin_while_app_polls = enough_cpus_to_spin();
   const engine::Nanos stall_after = spin_while_app_polls ? kStallWhenSpinningNs : kAppPollGraceNs;
@@ -342,8 +348,12 @@ void ProviderContext::progress_loop() noexcept {
       if (lock.owns_lock()) worked |= drain_inbox(256) > 0;
     }
     // Timers are due at next_timer; QPs that started sending since the last
-    // scan armed theirs without telling us, so scan at least every 1 ms.
-    if ((next_timer && now >= next_timer) || now - last_scan > 1'000'000) {
+    // scan armed theirs without telling us, so scan at least every 1 ms. A
+    // scan visits every QP: with thousands of them it takes milliseconds,
+    // and scans back to back would leave the inbox undrained. So at most a
+    // tenth of the thread's time goes to scans.
+    const bool timers_due = (next_timer && now >= next_timer) || now - last_scan > 1'000'000;
+    if (timers_due && now - last_scan >= kScansPerDrain * scan_cost) {
       next_timer = engine_->run_timers(now);
       // Packets that link faults delay or hold back leave on time too.
       if (const engine::Nanos held = link_->release_held(now))
@@ -351,6 +361,7 @@ void ProviderContext::progress_loop() noexcept {
       last_scan = now;
       watch_device();
       answer_snapshot_request();
+      scan_cost = engine::now_ns() - now;
     }
     if (worked) {
       idle_since = 0;

@@ -22,7 +22,7 @@ ShmLink::Sender ShmLink::ring_of(uint64_t owner, int fd) noexcept {
     close(fd);
     return known;
   }
-  auto ring = std::make_shared<link::RingSender>(owner);
+  auto ring = std::make_shared<link::RingSender>(owner, queue_limit_);
   if (ring->attach(fd) != 0) return nullptr;
   by_owner_[owner] = ring;
   return ring;

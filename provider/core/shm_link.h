@@ -33,6 +33,9 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   engine::TxResult transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,
                             size_t len) noexcept override;
   bool wants_crcs() const noexcept override { return false; }
+  /// Finds the route to (dlid, dest_qp) ahead of its first packet (a QP
+  /// that got its destination), so no packet waits for the daemon.
+  void prepare_route(uint16_t dlid, uint32_t dest_qp) noexcept { resolve(dlid, dest_qp); }
   /// Copies every packet sent to `ibemu capture` while one runs.
   void attach_capture(std::unique_ptr<CaptureMirror> mirror) { capture_ = std::move(mirror); }
   /// Forgets every cached route and ring whenever `inboxes_closed` (the
@@ -64,6 +67,12 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   /// receivers that left or stalled. Returns how many packets left the
   /// queues. Takes no engine lock and waits for nothing.
   size_t flush_queued(int64_t now_ns) noexcept;
+  /// How many bytes may wait for one ring (link::RingSender::kMaxHeldBytes
+  /// by default); beyond that a packet is discarded as receiver_stalled.
+  /// For packets that come from another host, whose sender nothing here
+  /// holds back: queued longer than its ACK timeout, a packet would only be
+  /// resent, and the copies would bury the receiver.
+  void set_queue_limit(size_t bytes) { queue_limit_ = bytes; }
   /// Whether packets wait for room in some ring.
   bool queuing() const noexcept { return queuing_.load(std::memory_order_relaxed) != 0; }
 
@@ -104,6 +113,7 @@ class ShmLink : public engine::PacketSink, public engine::ContextLink {
   std::unique_ptr<CaptureMirror> capture_;
   std::unique_ptr<LinkFaults> faults_;
   OnDiscard on_discard_;
+  size_t queue_limit_ = link::RingSender::kMaxHeldBytes;
   std::function<void()> on_queued_;
   /// Puts a packet on the wire: into the destination's inbox (inboxes).
   engine::TxResult deliver_packet(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet,

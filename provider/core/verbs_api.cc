@@ -24,6 +24,7 @@
 #include "provider/core/kernel_uverbs.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
+#include "transport/wire/lrh.h"
 
 using namespace ibemu;
 using namespace ibemu::engine;
@@ -977,7 +978,14 @@ int ibemu::provider::modify_engine_qp(provider::ProviderContext& ctx, engine::Qp
       ctx.checks().modify_requested(qp.qpn(), attr, mask, port, ctx.port_view(port).active_mtu);
   }
   if ((mask & kQpPathMtu) && attr.path_mtu > ctx.port_view(bound_port).max_mtu) return EINVAL;
-  return qp.modify(attr, mask);
+  if (int err = qp.modify(attr, mask)) return err;
+  // The QP has its destination: the route to it is found now, in the
+  // program's own call, not by the first packet (which may be sent by the
+  // progress thread in the middle of traffic, thousands of QPs at once).
+  if ((mask & kQpAv) && (mask & kQpDestQpn) && attr.ah.dlid &&
+      !wire::is_multicast_lid(attr.ah.dlid))
+    ctx.link().prepare_route(attr.ah.dlid, attr.dest_qp_num);
+  return 0;
 }
 
 void ibemu::provider::destroy_engine_qp(provider::ProviderContext& ctx, uint32_t qpn) noexcept {

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -195,17 +196,24 @@ def run_pair(fabric, server_cmd, client_cmd, port, timeout=120, client_fabric=No
             pytest.fail(f"server did not listen on {port}: {out}\n{fabric.logs()}")
         time.sleep(0.02)
     client = client_fabric.spawn(client_cmd)
+    # The server's output is read while the client runs: a server that prints
+    # more than a pipe holds (perftest with thousands of QPs) would block.
+    server_out = []
+    reader = threading.Thread(target=lambda: server_out.append(server.stdout.read()), daemon=True)
+    reader.start()
     try:
         client_out = client.communicate(timeout=timeout)[0]
-        server_out = server.communicate(timeout=timeout)[0]
+        server.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         stacks = "".join(stack_dump(p) for p in (server, client) if p.poll() is None)
         server.kill()
         client.kill()
+        reader.join()
         logs = fabric.logs() + (client_fabric.logs() if client_fabric is not fabric else "")
-        pytest.fail(f"timeout; server: {server.communicate()[0]}\nclient: "
+        pytest.fail(f"timeout; server: {''.join(server_out)}\nclient: "
                     f"{client.communicate()[0]}\n{stacks}\n{logs}")
-    return (server.returncode, server_out), (client.returncode, client_out)
+    reader.join()
+    return (server.returncode, "".join(server_out)), (client.returncode, client_out)
 
 
 def rc_stream_until_cut(server_fabric, server_dev, client_fabric, client_dev, server_name,

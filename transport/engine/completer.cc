@@ -183,6 +183,12 @@ Nanos Qp::completer_timer(Nanos now) noexcept {
   if (!comp_.last_progress) return 0;
   Nanos timeout = local_ack_timeout_ns(attr_.timeout);
   if (!timeout) return 0;
+  if (link_busy_.load(std::memory_order_relaxed)) {
+    // A packet of this QP waits for room on the link: it has not left the
+    // HCA, and a hardware transport timer starts when a packet is sent.
+    comp_.last_progress = now;
+    return now + timeout;
+  }
   Nanos deadline = comp_.last_progress + timeout;
   if (now < deadline) return deadline;
   // Local ACK timeout (IBA 9.7.6.1.3): resend everything not acknowledged.

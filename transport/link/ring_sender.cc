@@ -16,7 +16,7 @@ RingSender::Result RingSender::send(const uint8_t* data, size_t len, SlotKind ki
   std::lock_guard lock(mutex_);
   // Behind packets that wait, never past them: the link keeps order.
   if (held_.empty() && ring_.push(data, len, kind)) return Result::kSent;
-  if (held_bytes_ + len > kMaxHeldBytes) return Result::kDiscarded;
+  if (held_bytes_ + len > max_held_) return Result::kDiscarded;
   if (held_.empty()) {
     consumed_seen_ = ring_.consumed_hint();
     progress_at_ns_ = now_ns;

@@ -26,13 +26,15 @@ class RingSender {
   using OnDiscard = std::function<void(const uint8_t* data, size_t len, SlotKind kind)>;
 
   static constexpr int64_t kHoqLifetimeNs = 1'000'000'000;
-  /// What may wait for one ring. The transport holds a sender back long
-  /// before this (a QP stops sending once its packet waits); the bound is
-  /// for senders that do not (a flood of READ responses, another host's).
+  /// What may wait for one ring by default. The transport holds a sender
+  /// back long before this (a QP stops sending once its packet waits); the
+  /// bound is for senders that nothing holds back.
   static constexpr size_t kMaxHeldBytes = 64u << 20;
 
-  /// `owner`: whose ring it is (the daemon's session), for those who ask.
-  explicit RingSender(uint64_t owner) : owner_(owner) {}
+  /// `owner`: whose ring it is (the daemon's session), for those who ask;
+  /// `max_held`: the bytes that may wait, beyond which a packet is discarded.
+  explicit RingSender(uint64_t owner, size_t max_held = kMaxHeldBytes)
+      : owner_(owner), max_held_(max_held) {}
   /// Maps the ring (ShmRing::attach); takes `fd` in any case.
   int attach(int fd) noexcept;
   uint64_t owner() const { return owner_; }
@@ -55,6 +57,7 @@ class RingSender {
   std::deque<Held> take_all_locked() noexcept;
 
   const uint64_t owner_;
+  const size_t max_held_;
   ShmRing ring_;
   mutable std::mutex mutex_;
   std::deque<Held> held_;
