@@ -4,6 +4,7 @@
 // these; every access the engine makes through such a region goes through
 // read() and write(), which return only once the bytes have moved, so a
 // completion reported after them means the data is in place.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -26,8 +27,34 @@ class DeviceMemory {
 };
 
 /// Where an access through a key lands: host bytes, or an address on a
-/// device that is copied to and from.
-struct MemorySpan {
+/// device that is copied to and from. While a span lives its region stays
+/// registered: ibv_dereg_mr waits for the accesses in flight, as a hardware
+/// HCA finishes its DMA before deregistration returns (the program may free
+/// or unmap the memory right after). So spans are short-lived locals.
+class MemorySpan {
+ public:
+  MemorySpan() = default;
+  MemorySpan(uint8_t* a, DeviceMemory* d, std::atomic<uint32_t>* in_flight = nullptr)
+      : addr(a), device(d), in_flight_(in_flight) {
+    if (in_flight_) in_flight_->fetch_add(1, std::memory_order_acquire);
+  }
+  MemorySpan(const MemorySpan&) = delete;
+  MemorySpan& operator=(const MemorySpan&) = delete;
+  MemorySpan(MemorySpan&& o) noexcept : addr(o.addr), device(o.device), in_flight_(o.in_flight_) {
+    o.in_flight_ = nullptr;
+  }
+  MemorySpan& operator=(MemorySpan&& o) noexcept {
+    if (this != &o) {
+      release();
+      addr = o.addr;
+      device = o.device;
+      in_flight_ = o.in_flight_;
+      o.in_flight_ = nullptr;
+    }
+    return *this;
+  }
+  ~MemorySpan() { release(); }
+
   uint8_t* addr = nullptr;  // host pointer, or the device address
   DeviceMemory* device = nullptr;
 
@@ -46,6 +73,13 @@ struct MemorySpan {
     }
     return device->read(reinterpret_cast<uint64_t>(addr) + offset, to, n);
   }
+
+ private:
+  void release() noexcept {
+    if (in_flight_) in_flight_->fetch_sub(1, std::memory_order_release);
+    in_flight_ = nullptr;
+  }
+  std::atomic<uint32_t>* in_flight_ = nullptr;  // the region's accesses in flight
 };
 
 }  // namespace ibemu::engine

@@ -111,7 +111,8 @@ MrCheck MrTable::check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t
   if ((mw.access & need) != need) return MrCheck::kNoAccess;
   auto mr = regions_.find(mw.mr_key);
   if (mr == regions_.end()) return MrCheck::kBadKey;
-  *out = MemorySpan{mr->second.addr + mw.mr_offset + (va - mw.va), mr->second.device.get()};
+  *out = MemorySpan{mr->second.addr + mw.mr_offset + (va - mw.va), mr->second.device.get(),
+                    mr->second.in_flight.get()};
   return MrCheck::kOk;
 }
 

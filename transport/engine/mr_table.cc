@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <mutex>
+#include <thread>
 
 namespace ibemu::engine {
 
@@ -13,7 +14,8 @@ uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length
   std::unique_lock lock(mutex_);
   if (full(length)) return 0;
   const uint32_t key = unused_index() << 8 | (random_bits() & 0xff);
-  regions_[key] = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
+  MemoryRegion& mr = regions_[key];
+  mr = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
   registered_bytes_ += length;
   return key;
 }
@@ -44,14 +46,21 @@ uint32_t MrTable::unused_index() {
 }
 
 int MrTable::remove(uint32_t key, MemoryRegion* removed) {
-  std::unique_lock lock(mutex_);
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return EINVAL;
-  if (it->second.bound_windows) return EBUSY;
-  if (removed) *removed = it->second;
-  registered_bytes_ -= it->second.length;
-  indices_.erase(key >> 8);
-  regions_.erase(it);
+  std::shared_ptr<std::atomic<uint32_t>> in_flight;
+  {
+    std::unique_lock lock(mutex_);
+    auto it = regions_.find(key);
+    if (it == regions_.end()) return EINVAL;
+    if (it->second.bound_windows) return EBUSY;
+    if (removed) *removed = it->second;
+    in_flight = it->second.in_flight;
+    registered_bytes_ -= it->second.length;
+    indices_.erase(key >> 8);
+    regions_.erase(it);
+  }
+  // No new access can find the region now; those already under way finish
+  // (a packet's copy) before the program may free the memory.
+  while (in_flight->load(std::memory_order_acquire) != 0) std::this_thread::yield();
   return 0;
 }
 
@@ -88,7 +97,7 @@ MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uin
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mr.access & need) != need) return MrCheck::kNoAccess;
-  *out = MemorySpan{mr.addr + (va - mr.iova), mr.device.get()};
+  *out = MemorySpan{mr.addr + (va - mr.iova), mr.device.get(), mr.in_flight.get()};
   return MrCheck::kOk;
 }
 

@@ -28,6 +28,8 @@ struct MemoryRegion {
   uint32_t access = 0;
   uint32_t bound_windows = 0;            // deregistration waits until none is bound (C10-?)
   std::shared_ptr<DeviceMemory> device;  // set for GPU memory: accessed by copies
+  // Spans onto the region that are in use (MemorySpan); removal waits for 0.
+  std::shared_ptr<std::atomic<uint32_t>> in_flight = std::make_shared<std::atomic<uint32_t>>(0);
 };
 
 /// A memory window (IBA 10.6.7): a remote key onto part of a region, bound
@@ -68,7 +70,8 @@ class MrTable {
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                std::shared_ptr<DeviceMemory> device = nullptr);
   /// 0, EINVAL (no such region) or EBUSY (windows are bound to it); the
-  /// region removed is copied to `removed` when given.
+  /// region removed is copied to `removed` when given. Returns once no
+  /// access through the region is in flight: the memory may go after it.
   int remove(uint32_t key, MemoryRegion* removed = nullptr);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
   /// place; its key stays. Fields not flagged are kept. False if no such
