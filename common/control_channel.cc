@@ -143,6 +143,17 @@ bool reply_uint(const Json& reply, const char* key, uint64_t max, uint64_t* out)
   return true;
 }
 
+uint64_t reply_uint_or(const Json& reply, const char* key, uint64_t fallback) noexcept {
+  uint64_t v = fallback;
+  return reply_uint(reply, key, ~uint64_t{0}, &v) ? v : fallback;
+}
+
+bool reply_ok(const Json& reply) noexcept {
+  if (!reply.is_object()) return false;
+  const auto it = reply.find("ok");
+  return it != reply.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::string daemon_not_running_message(const std::string& socket_path) {
   return "ibemud is not running (start it with: ibemu up); no daemon answers on " + socket_path;
 }

@@ -63,6 +63,11 @@ int reply_errno(int request_rc, const Json& reply, int fallback) noexcept;
 
 /// An unsigned integer field of a reply that fits `max`, or false.
 bool reply_uint(const Json& reply, const char* key, uint64_t max, uint64_t* out) noexcept;
+/// An unsigned integer field of a reply, or `fallback` when it has none
+/// (or one of another type: a reply never makes its reader throw).
+uint64_t reply_uint_or(const Json& reply, const char* key, uint64_t fallback) noexcept;
+/// Whether the reply says "ok": true.
+bool reply_ok(const Json& reply) noexcept;
 
 /// The message users see when no daemon answers on the socket.
 std::string daemon_not_running_message(const std::string& socket_path);

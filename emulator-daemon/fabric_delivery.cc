@@ -26,7 +26,7 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
   if (client_.request(
           {{"op", "hello"}, {"role", "fabric"}, {"pid", getpid()}, {"want_state_page", true}},
           &reply, {}, &fds) ||
-      !reply.value("ok", false) || fds.size() != 1) {
+      !reply_ok(reply) || fds.size() != 1) {
     for (int fd : fds) close(fd);
     return EIO;
   }
@@ -39,7 +39,7 @@ int FabricDelivery::connect(const std::string& runtime_dir) {
     if (int err = counters.create()) return err;
     int fd = dup(counters.fd());
     const bool ok = client_.request({{"op", "open_context"}, {"device", d}}, &reply, {fd}) == 0 &&
-                    reply.value("ok", false);
+                    reply_ok(reply);
     close(fd);
     if (!ok) return EIO;
     drops_.push_back(std::move(counters));

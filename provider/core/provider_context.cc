@@ -124,12 +124,12 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   if (daemon_.request(
           {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}},
           &reply, {}, &fds) ||
-      !reply.value("ok", false) || fds.size() != 1) {
+      !reply_ok(reply) || fds.size() != 1) {
     for (int fd : fds) close(fd);
     return EIO;
   }
-  session_ = reply.value("session", uint64_t{0});
-  const uint64_t registered_bytes_limit = reply.value("registered_bytes_per_context", uint64_t{0});
+  session_ = reply_uint_or(reply, "session", 0);
+  const uint64_t registered_bytes_limit = reply_uint_or(reply, "registered_bytes_per_context", 0);
   void* p = mmap(nullptr, sizeof(StatePage), PROT_READ, MAP_SHARED, fds[0], 0);
   close(fds[0]);
   if (p == MAP_FAILED) return errno;
@@ -142,8 +142,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   // A slot holds a packet, or a message with a whole packet inside.
   if (int err = inbox_.create(engine::kMaxMessage + link::kSlotHeader, kInboxSlots)) return err;
   int inbox_dup = dup(inbox_.fd());
-  if (daemon_.request({{"op", "register_inbox"}}, &reply, {inbox_dup}) ||
-      !reply.value("ok", false)) {
+  if (daemon_.request({{"op", "register_inbox"}}, &reply, {inbox_dup}) || !reply_ok(reply)) {
     close(inbox_dup);
     return EIO;
   }
@@ -155,10 +154,10 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   if (snapshot_page_.create() == 0) pages.push_back(dup(snapshot_page_.fd()));
   const bool opened =
       daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply, pages) == 0 &&
-      reply.value("ok", false);
+      reply_ok(reply);
   for (int fd : pages) close(fd);
   if (!opened) return EIO;
-  context_id_ = reply.value("context", uint64_t{0});
+  context_id_ = reply_uint_or(reply, "context", 0);
   if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);
 

@@ -111,9 +111,9 @@ int SharedXrcQps::open(uint32_t qpn, uint32_t xrcd, uintptr_t handle, uint64_t* 
   if (ctx_.daemon().request(
           {{"op", "resolve_qp"}, {"device", ctx_.device_index()}, {"qpn", qpn}, {"want_fd", false}},
           &reply) != 0 ||
-      !reply.value("ok", false))
+      !reply_ok(reply))
     return EINVAL;
-  *owner = reply.value("owner", uint64_t{0});
+  *owner = reply_uint_or(reply, "owner", 0);
   if (*owner == ctx_.session()) return EINVAL;  // ours, but no QP here: being destroyed
   if (int err = call(*owner, kOpen, qpn, xrcd, nullptr, 0, nullptr))
     return err == ENODEV ? EINVAL : err;

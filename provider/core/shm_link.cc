@@ -55,8 +55,8 @@ ShmLink::Sender ShmLink::resolve(uint16_t dlid, uint32_t dest_qp) noexcept {
   Route route{nullptr, now + kNegativeTtl};
   if (daemon_->request({{"op", "resolve"}, {"dlid", dlid}, {"qpn", dest_qp}}, &reply, {}, &fds) ==
           0 &&
-      reply.value("ok", false) && fds.size() == 1) {
-    route.ring = ring_of(reply.value("owner", uint64_t{0}), fds[0]);
+      reply_ok(reply) && fds.size() == 1) {
+    route.ring = ring_of(reply_uint_or(reply, "owner", 0), fds[0]);
   } else {
     for (int fd : fds) close(fd);
   }
@@ -74,13 +74,19 @@ std::vector<ShmLink::Sender> ShmLink::resolve_group(uint16_t mlid) noexcept {
   Json reply;
   std::vector<int> fds;
   Group group{{}, now + kGroupTtl};
+  const Json* owners = nullptr;
   if (daemon_->request({{"op", "resolve_mcast"}, {"mlid", mlid}}, &reply, {}, &fds) == 0 &&
-      reply.value("ok", false) && reply["owners"].size() == fds.size()) {
-    for (size_t i = 0; i < fds.size(); ++i)
-      if (auto ring = ring_of(reply["owners"][i].get<uint64_t>(), fds[i]))
-        group.rings.push_back(ring);
-  } else {
-    for (int fd : fds) close(fd);
+      reply_ok(reply) && reply.contains("owners"))
+    owners = &reply["owners"];
+  for (size_t i = 0; i < fds.size(); ++i) {
+    // One ring per member, each named by its owner; anything else is refused.
+    const bool named = owners && owners->is_array() && owners->size() == fds.size() &&
+                       (*owners)[i].is_number_unsigned();
+    if (!named) {
+      close(fds[i]);
+    } else if (auto ring = ring_of((*owners)[i].get<uint64_t>(), fds[i])) {
+      group.rings.push_back(ring);
+    }
   }
   groups_[mlid] = group;
   return group.rings;
@@ -186,12 +192,11 @@ engine::TxResult ShmLink::deliver_packet(uint16_t dlid, uint32_t dest_qp, const 
 ShmLink::Sender ShmLink::ask(const Json& request, uint64_t* owner) noexcept {
   Json reply;
   std::vector<int> fds;
-  if (daemon_->request(request, &reply, {}, &fds) != 0 || !reply.value("ok", false) ||
-      fds.size() != 1) {
+  if (daemon_->request(request, &reply, {}, &fds) != 0 || !reply_ok(reply) || fds.size() != 1) {
     for (int fd : fds) close(fd);
     return nullptr;
   }
-  *owner = reply.value("owner", uint64_t{0});
+  *owner = reply_uint_or(reply, "owner", 0);
   return ring_of(*owner, fds[0]);
 }
 
@@ -199,7 +204,7 @@ bool ShmLink::session_alive(uint64_t session) noexcept {
   Json reply;
   return daemon_->request({{"op", "resolve_session"}, {"session", session}, {"want_fd", false}},
                           &reply) == 0 &&
-         reply.value("ok", false);
+         reply_ok(reply);
 }
 
 engine::Delivery ShmLink::deliver(const Sender& ring, const uint8_t* msg, size_t len) noexcept {
@@ -257,10 +262,10 @@ bool ShmLink::srq_owner_alive(uint32_t srqn) noexcept {
       daemon_->request(
           {{"op", "resolve_srq"}, {"device", device_}, {"srqn", srqn}, {"want_fd", false}},
           &reply) == 0 &&
-      reply.value("ok", false);
+      reply_ok(reply);
   std::lock_guard lock(mutex_);
   auto it = srq_owners_.find(srqn);
-  if (known && (it == srq_owners_.end() || it->second.session == reply.value("owner", 0ull)))
+  if (known && (it == srq_owners_.end() || it->second.session == reply_uint_or(reply, "owner", 0)))
     return true;
   if (it != srq_owners_.end()) srq_owners_.erase(it);
   return false;

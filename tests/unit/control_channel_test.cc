@@ -52,6 +52,23 @@ TEST(ReplyUint, ReadsOnlyAnUnsignedThatFits) {
   EXPECT_EQ(v, 0x123456u);
 }
 
+TEST(ReplyOk, OnlyABooleanTrueIsOk) {
+  EXPECT_TRUE(reply_ok(Json{{"ok", true}}));
+  EXPECT_FALSE(reply_ok(Json{{"ok", false}}));
+  EXPECT_FALSE(reply_ok(Json{{"ok", 1}}));
+  EXPECT_FALSE(reply_ok(Json{{"ok", "true"}}));
+  EXPECT_FALSE(reply_ok(Json{}));
+  EXPECT_FALSE(reply_ok(Json::array({true})));
+}
+
+TEST(ReplyUintOr, AFieldOfAnotherTypeGivesTheFallbackAndNeverThrows) {
+  EXPECT_EQ(reply_uint_or(Json{{"owner", 42}}, "owner", 0), 42u);
+  EXPECT_EQ(reply_uint_or(Json{{"owner", "42"}}, "owner", 7), 7u);
+  EXPECT_EQ(reply_uint_or(Json{{"owner", -3}}, "owner", 7), 7u);
+  EXPECT_EQ(reply_uint_or(Json{{"owner", nullptr}}, "owner", 7), 7u);
+  EXPECT_EQ(reply_uint_or(Json::array(), "owner", 7), 7u);
+}
+
 // A listening socket in a temporary directory plays the daemon.
 class ControlClientTest : public ::testing::Test {
  protected:
