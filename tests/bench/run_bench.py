@@ -145,6 +145,31 @@ def gpu_section(env):
         print(f"GPU benchmark failed: {r.stderr.strip()}")
 
 
+def both_ways_section(env):
+    """Traffic in both directions at once (perftest -b), where full inboxes
+    once dropped packets: 4 MiB RDMA READs at a small MTU against the same at
+    4096 (the limit is the large MTU's figure), and the spread of 64 KiB
+    bandwidth over 5 runs (max / min)."""
+    size = 4 << 20
+    print(f"\n{'both ways':<14}{'size':>9}{'MTU':>6}{'MB/s':>11}{'ratio to MTU 4096':>19}")
+    read = {}
+    for mtu in (4096, 1024):
+        read[mtu] = bandwidth(perftest(env, "ib_read_bw", size, ["-b", "-n", "20", "-m", str(mtu)]),
+                              size)
+    for mtu in (4096, 1024):
+        bw, limit = read[mtu], read[4096]
+        shown = f"{bw:11.1f}{bw / limit:19.3f}" if bw and limit else f"{'failed':>11}{'-':>19}"
+        print(f"{'ib_read_bw':<14}{size:>9}{mtu:>6}{shown}")
+    print(f"\n{'5 runs':<14}{'size':>9}{'min MB/s':>11}{'max MB/s':>11}{'max/min':>9}")
+    for tool in ("ib_write_bw", "ib_send_bw"):
+        runs = [bandwidth(perftest(env, tool, 65536, ["-n", str(iterations(65536))]), 65536)
+                for _ in range(5)]
+        runs = [r for r in runs if r]
+        shown = f"{min(runs):11.1f}{max(runs):11.1f}{max(runs) / min(runs):9.2f}" if runs else \
+            f"{'failed':>11}"
+        print(f"{tool:<14}{65536:>9}{shown}")
+
+
 def main():
     runtime = tempfile.mkdtemp(prefix="ibemu-bench-")
     env = dict(os.environ, IBEMU_RUNTIME_DIR=runtime)
@@ -172,6 +197,7 @@ def main():
                               env=env, capture_output=True, text=True)
         print(f"\nidle process (device open, receive posted): "
               f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
+        both_ways_section(env)
         gpu_section(env)
     finally:
         subprocess.run([IBEMU, "down"], env=env, capture_output=True)
