@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, bulk_mib, free_tcp_port, rc_stream_until_cut
+from conftest import BUILD, bulk_mib, free_tcp_port, rc_stream_until_cut, sanitizer_setting
 from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, needs_namespaces, run_across
 from test_capture import finish, start_capture, tshark
 
@@ -171,8 +171,10 @@ def test_a_pingpong_survives_its_hosts_daemon_frozen_past_the_retry_budget(lab):
     pingpong completes."""
     a, b = lab.hosts[0], lab.hosts[1]
     port = free_tcp_port()
-    # Long enough to outlast the stall, on every build.
-    iters = bulk_mib(100000)
+    # Long enough to outlast the stall many times over, on every build: an
+    # iteration between hosts takes about 0.5 ms on a plain build and twice
+    # that with ASan, where 100 000 of them came close to the 120 s budget.
+    iters = bulk_mib(100000) // (4 if "address" in sanitizer_setting("IBEMU_SANITIZE") else 1)
     base = ["ibv_rc_pingpong", "-p", str(port), "-n", str(iters), "-s", "64"]
     stall = threading.Timer(1.0, freeze, (b, 3.0))
     stall.start()
