@@ -34,11 +34,10 @@ void Qp::responder_send_queued() noexcept {
 // READ failed). The region is looked up again for each packet: the
 // program may deregister it while responses wait.
 bool Qp::responder_send_read_packet(QueuedResponse& r) noexcept {
-  using wire::Opcode;
   const uint32_t mtu = mtu_bytes();
   const uint32_t npkts = r.len ? (r.len + mtu - 1) / mtu : 1;
   const uint32_t i = r.sent;
-  const bool first = i == 0, last = i + 1 == npkts;
+  const bool last = i + 1 == npkts;
   const uint32_t off = i * mtu;
   const uint32_t n = std::min(mtu, r.len - off);
   const uint32_t psn = wire::psn_add(r.psn, i);
@@ -54,10 +53,7 @@ bool Qp::responder_send_read_packet(QueuedResponse& r) noexcept {
     return false;  // the queue's front is no longer `r`
   }
   if (n) data = src.on_device() ? bounce_ : src.addr;
-  const Opcode op = first && last ? Opcode::kRcReadResponseOnly
-                    : first       ? Opcode::kRcReadResponseFirst
-                    : last        ? Opcode::kRcReadResponseLast
-                                  : Opcode::kRcReadResponseMiddle;
+  const wire::Opcode op = read_response_opcode(i, npkts);
   ++r.sent;
   // Straight to the link: send_response would queue it behind itself.
   const PortAddress me = env_.ports->port(attr_.port_num);

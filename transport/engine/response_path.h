@@ -38,6 +38,16 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
                       uint8_t rc_opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                       uint32_t len, uint64_t atomic_orig, bool crcs) noexcept;
 
+/// The opcode of READ response `index` of `npkts` (IBA 9.7.5.2.2).
+inline wire::Opcode read_response_opcode(uint32_t index, uint32_t npkts) {
+  using wire::Opcode;
+  const bool first = index == 0, last = index + 1 == npkts;
+  return first && last ? Opcode::kRcReadResponseOnly
+         : first       ? Opcode::kRcReadResponseFirst
+         : last        ? Opcode::kRcReadResponseLast
+                       : Opcode::kRcReadResponseMiddle;
+}
+
 /// The responses to an RDMA READ of `len` bytes at `src` (IBA 9.7.5.2.2):
 /// one PMTU each, PSNs from `psn` on. Calls send(rc_opcode, psn, data, n)
 /// for each packet; device memory is copied through `bounce` (one PMTU).
@@ -45,16 +55,11 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
 template <typename Send>
 bool for_each_read_response(const MemorySpan& src, uint32_t len, uint32_t mtu, uint32_t psn,
                             uint8_t* bounce, Send&& send) {
-  using wire::Opcode;
   const uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
   for (uint32_t i = 0; i < npkts; ++i) {
-    const bool first = i == 0, last = i + 1 == npkts;
     const uint32_t off = i * mtu;
     const uint32_t n = std::min(mtu, len - off);
-    const Opcode op = first && last ? Opcode::kRcReadResponseOnly
-                      : first       ? Opcode::kRcReadResponseFirst
-                      : last        ? Opcode::kRcReadResponseLast
-                                    : Opcode::kRcReadResponseMiddle;
+    const wire::Opcode op = read_response_opcode(i, npkts);
     const uint8_t* data = src.addr + off;
     if (src.on_device()) {
       if (n && !src.read(off, bounce, n)) return false;
