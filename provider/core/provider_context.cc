@@ -25,8 +25,13 @@
 namespace ibemu::provider {
 
 namespace {
-// Spin this long on an empty inbox before sleeping: keeps latency low under
-// traffic while an idle process costs nothing.
+// With CPUs to spare, spin this long on an empty inbox before sleeping: keeps
+// latency low under traffic while an idle process costs nothing. With fewer
+// CPUs the thread sleeps at once: a spinning progress thread takes the CPU
+// from the very threads that need it (the application that waits on memory
+// for a WRITE, the peer's progress thread), and a woken one only runs when
+// the kernel lets it preempt. On 2 CPUs ib_write_lat's 99th percentile went
+// from about 2 ms to under 100 us without the spin.
 constexpr engine::Nanos kSpinNs = 20'000;
 constexpr uint32_t kInboxSlots = 1024;
 // An application thread that polled within this window is taken as polling
@@ -326,6 +331,7 @@ void ProviderContext::progress_loop() noexcept {
   engine::Nanos idle_since = 0;
   const bool spin_while_app_polls = enough_cpus_to_spin();
   const engine::Nanos stall_after = spin_while_app_polls ? kStallWhenSpinningNs : kAppPollGraceNs;
+  const engine::Nanos spin_before_sleep = spin_while_app_polls ? kSpinNs : 0;
   uint64_t watched = link::ShmRing::kEmpty;  // the oldest packet waiting ...
   engine::Nanos watched_since = 0;           // ... and since when we saw it
   while (!stopping_.load(std::memory_order_relaxed)) {
@@ -379,7 +385,7 @@ void ProviderContext::progress_loop() noexcept {
       continue;
     }
     if (!idle_since) idle_since = now;
-    if (now - idle_since < kSpinNs) continue;
+    if (now - idle_since < spin_before_sleep) continue;
     // Sleep until a packet arrives or the next transport timer (at most
     // 10 ms, for timers armed meanwhile by application threads).
     engine::Nanos wait = 10'000'000;

@@ -68,14 +68,33 @@ def bandwidth(out, size):
 
 
 def latency(out):
+    """(typical, 99th percentile) in microseconds, or None."""
     if not out:
         return None
     for line in out.splitlines():
         f = line.split()
         # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-        if len(f) >= 5 and f[0] == "8" and re.fullmatch(r"[\d.]+", f[4]):
-            return float(f[4])
+        if len(f) >= 8 and f[0] == "8" and all(re.fullmatch(r"[\d.]+", x) for x in (f[4], f[7])):
+            return float(f[4]), float(f[7])
     return None
+
+
+def contention_section(env):
+    """Latency beside busy-loop CPU hogs, as on a shared CI runner: the
+    99th percentile against the typical figure of the same run."""
+    print(f"\n{'contention':<14}{'hogs':>5}{'t_typical us':>14}{'99% us':>10}{'99%/typical':>13}")
+    for hogs in (0, 2):
+        burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(hogs)]
+        try:
+            for tool in ("ib_write_lat", "ib_send_lat"):
+                lat = latency(perftest(env, tool, 8, ["-n", "5000"]))
+                shown = f"{lat[0]:14.2f}{lat[1]:10.2f}{lat[1] / lat[0]:13.1f}" if lat else \
+                    f"{'failed':>14}"
+                print(f"{tool:<14}{hogs:>5}{shown}")
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
 
 
 def hosts_section():
@@ -122,7 +141,7 @@ def hosts_section():
             out = None
         lat = latency(out)
         print(f"\n{'test':<14}{'size':>9}{'t_typical us':>14}")
-        print(f"{'ib_write_lat':<14}{8:>9}{(f'{lat:14.2f}' if lat else 'failed'):>14}")
+        print(f"{'ib_write_lat':<14}{8:>9}{(f'{lat[0]:14.2f}' if lat else 'failed'):>14}")
     finally:
         lab.close()
 
@@ -192,12 +211,13 @@ def main():
         print(f"\n{'test':<14}{'size':>9}{'t_typical us':>14}")
         for tool in ("ib_write_lat", "ib_send_lat"):
             lat = latency(perftest(env, tool, 8, ["-n", "5000"]))
-            print(f"{tool:<14}{8:>9}{(f'{lat:14.2f}' if lat else 'failed'):>14}")
+            print(f"{tool:<14}{8:>9}{(f'{lat[0]:14.2f}' if lat else 'failed'):>14}")
         idle = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "idle_probe"), "5"],
                               env=env, capture_output=True, text=True)
         print(f"\nidle process (device open, receive posted): "
               f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
         both_ways_section(env)
+        contention_section(env)
         gpu_section(env)
     finally:
         subprocess.run([IBEMU, "down"], env=env, capture_output=True)
