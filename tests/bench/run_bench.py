@@ -79,6 +79,23 @@ def latency(out):
     return None
 
 
+def all_to_all_section(env):
+    """8 processes, 8 RC QPs to each other one, every QP writing, reading and
+    sending at once; the limit is 2 processes doing the same."""
+    print(f"\n{'all to all':<14}{'procs':>6}{'size':>9}{'MB/s':>11}{'ratio to 2 procs':>18}")
+    figures = {}
+    for procs in (2, 8):
+        r = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "rc_all_to_all"), "-p",
+                            str(procs), "-q", "8", "-M", "4096", "-s", "65536", "-n", "20"],
+                           env=env, capture_output=True, text=True, timeout=600)
+        m = re.search(r"MB/s=([\d.]+)", r.stdout) if r.returncode == 0 else None
+        figures[procs] = float(m.group(1)) if m else None
+    for procs in (2, 8):
+        bw, limit = figures[procs], figures[2]
+        shown = f"{bw:11.1f}{bw / limit:18.3f}" if bw and limit else f"{'failed':>11}"
+        print(f"{'rc_all_to_all':<14}{procs:>6}{65536:>9}{shown}")
+
+
 def contention_section(env):
     """Latency beside busy-loop CPU hogs, as on a shared CI runner: the
     99th percentile against the typical figure of the same run."""
@@ -217,6 +234,7 @@ def main():
         print(f"\nidle process (device open, receive posted): "
               f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
         both_ways_section(env)
+        all_to_all_section(env)
         contention_section(env)
         gpu_section(env)
     finally:

@@ -16,6 +16,7 @@ import pytest
 from conftest import BUILD, free_tcp_port, run_pair
 
 RC_CROSSFIRE = str(BUILD / "bin" / "rc_crossfire")
+RC_ALL_TO_ALL = str(BUILD / "bin" / "rc_all_to_all")
 CPU_HOGS = 4
 MIB = 1 << 20
 
@@ -80,4 +81,18 @@ def test_perftest_both_ways_at_mtu_1024_drops_nothing(fabric, cpu_hogs, tool):
 def test_perftest_with_thousands_of_qps_finishes_and_drops_nothing(fabric, cpu_hogs, qps, size):
     before = drops(fabric)
     perftest(fabric, "ib_write_bw", "-q", str(qps), "-s", str(size), "-n", "5")
+    assert drops(fabric) == before
+
+
+@pytest.mark.parametrize("mtu", [256, 1024, 4096])
+def test_all_to_all_among_8_processes_arrives_whole_and_drops_nothing(fabric, cpu_hogs, mtu):
+    # 8 processes, 8 RC QPs to each of the 7 others, every QP WRITEs, READs
+    # and SENDs at once: every inbox is written by all the others while its
+    # owner writes theirs (a collective among the ranks of one node).
+    before = drops(fabric)
+    r = fabric.run([RC_ALL_TO_ALL, "-p", "8", "-q", "8", "-M", str(mtu), "-s", "131072", "-n",
+                    "3"], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr + fabric.logs()
+    assert re.fullmatch(rf"all_to_all procs=8 qps=8 mtu={mtu} size=131072 iterations=3 ok "
+                        r"MB/s=[\d.]+", r.stdout.strip()), r.stdout
     assert drops(fabric) == before
