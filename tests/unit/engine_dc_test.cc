@@ -109,7 +109,7 @@ SendWqe to_dct(SendWqe w, uint16_t dlid, uint32_t dctn, uint64_t key = kKey) {
 // A: the DCI's HCA; B and C: two target HCAs.
 class EngineDc : public ::testing::Test {
  protected:
-  EngineDc() : pair(), c(pair.link, kLidC, kGuidC, 0x33, ConnectParams{}) {
+  EngineDc() : pair(), c(pair.link, kLidC, kGuidC, 0x33, ConnectParams{}, pair.clock) {
     pair.extra.push_back(&c);
   }
   bool run_until_sends(size_t n) {

@@ -108,8 +108,9 @@ TEST(LinkCredits, GivenReadResponsesThatArriveAfterTheRequesterWentBackExpectItT
   pair.link.congested = true;
   pair.link.deliver_all();                           // B's first response waits on the link
   ASSERT_EQ(testing::post(*pair.a.qp, read(1)), 0);  // so does A's second request: A stops
-  std::this_thread::sleep_for(5ms);
-  pair.a.engine.run_timers(now_ns());  // A's ACK timer runs out: it goes back to the first READ
+  pair.clock.advance(5ms);
+  pair.a.engine.run_timers(
+      pair.clock.now());  // A's ACK timer runs out: it goes back to the first READ
   pair.link.end_congestion();
   for (int i = 0; i < 4; ++i) {  // everything arrives while A still waits for the link
     pair.b.engine.link_ready();

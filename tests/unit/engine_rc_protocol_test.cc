@@ -869,16 +869,17 @@ TEST(RcProtocol, GivenLinkLosingEverythingExpectRetryExceededAfterRetryCntPlusOn
     pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
     Message m(pair.a, pair.b, 2 * 4096, 81);
     ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(10, m.recv_sges)), 0);
-    const auto start = std::chrono::steady_clock::now();
+    const Nanos start = pair.clock.now();
     for (uint64_t i = 1; i <= 3; ++i)
       ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(i, WrOpcode::kSend, m.send_sges)), 0);
     ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
-    const auto elapsed = std::chrono::steady_clock::now() - start;
+    const Nanos elapsed = pair.clock.now() - start;
     pair.run_for(5ms);
 
-    const auto timeout = std::chrono::nanoseconds(local_ack_timeout_ns(p.timeout));
+    // In virtual time each timeout expires within one step of being due.
+    const Nanos timeout = local_ack_timeout_ns(p.timeout);
     EXPECT_GE(elapsed, timeout * (retry_cnt + 1));
-    EXPECT_LT(elapsed, timeout * (retry_cnt + 1) + 500ms);
+    EXPECT_LE(elapsed, (timeout + EnginePair::kStep) * (retry_cnt + 1));
     ASSERT_EQ(ids(pair.a.send_wcs), (std::vector<uint64_t>{1, 2, 3}));
     EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kRetryExcErr);
     EXPECT_EQ(pair.a.send_wcs[1].status, WcStatus::kWrFlushErr);
@@ -913,12 +914,11 @@ TEST(RcProtocol, GivenFabricFrozenPastTheRetriesExpectSuccessOnlyWithinTheStallT
       ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(10, m.recv_sges)), 0);
       ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
       if (lost) pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
-      const auto thaw = std::chrono::steady_clock::now() + 100ms;
-      while (std::chrono::steady_clock::now() < thaw) {
+      for (Nanos frozen = 0; frozen < 100'000'000; frozen += 200'000) {
         if (lost) pair.link.deliver_all();
-        pair.a.engine.run_timers(now_ns());
-        pair.b.engine.run_timers(now_ns());
-        std::this_thread::sleep_for(200us);
+        pair.a.engine.run_timers(pair.clock.now());
+        pair.b.engine.run_timers(pair.clock.now());
+        pair.clock.advance(200us);
       }
       pair.link.policy = nullptr;
       ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
@@ -944,10 +944,10 @@ TEST(RcProtocol, GivenStallToleranceAndLinkLosingEverythingExpectRetryExceededAf
   EnginePair pair(p);
   pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
   Message m(pair.a, pair.b, 4096, 83);
-  const auto start = std::chrono::steady_clock::now();
+  const Nanos start = pair.clock.now();
   ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
   ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(p.stall_tolerance));
+  EXPECT_GE(pair.clock.now() - start, p.stall_tolerance);
   EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kRetryExcErr);
   EXPECT_EQ(pair.a.state(), QpState::kErr);
   // 300 ms of 4.2 ms timeouts: far more than retry_cnt resends.
@@ -1112,7 +1112,7 @@ TEST(RcProtocol, GivenRequestFromAnotherLidExpectIgnored) {
 TEST(RcProtocol, GivenThirdHcaSendingToAConnectedQpExpectItIgnored) {
   EnginePair pair;
   ConnectParams p;
-  Endpoint c(pair.link, testing::kLidStranger, 0x0002c90300000301ull, 0x000033, p);
+  Endpoint c(pair.link, testing::kLidStranger, 0x0002c90300000301ull, 0x000033, p, pair.clock);
   testing::connect_qp(c, p, kLidB, kQpnB, p.sq_psn_b, p.sq_psn_a, kRemote);  // same PSNs as A
   pair.extra.push_back(&c);
   Message from_a(pair.a, pair.b, 100, 102), from_c(c, pair.b, 100, 103);

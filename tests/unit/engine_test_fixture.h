@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -444,8 +445,24 @@ struct ConnectParams {
 };
 
 /// One HCA with one QP and its two CQs; completions are collected as polled.
+/// A clock the test moves by hand: the engines' timeouts run in virtual
+/// time, as fast as the test can step them, and expire exactly when due.
+class ManualClock final : public Clock {
+ public:
+  Nanos now() const noexcept override { return now_.load(std::memory_order_relaxed); }
+  void advance(Nanos d) noexcept { now_.fetch_add(d, std::memory_order_relaxed); }
+  template <class Rep, class Period>
+  void advance(std::chrono::duration<Rep, Period> d) noexcept {
+    advance(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
+ private:
+  std::atomic<Nanos> now_{Nanos{1'000'000'000}};  // not 0: the engine reads 0 as "no timer"
+};
+
 struct Endpoint {
-  Endpoint(FakeLink& link, uint16_t lid, uint64_t guid, uint32_t qpn, const ConnectParams& p)
+  Endpoint(FakeLink& link, uint16_t lid, uint64_t guid, uint32_t qpn, const ConnectParams& p,
+           const Clock& clock = steady_clock())
       : ports(lid, guid),
         engine(&link, &ports, nullptr, &link, lid),
         send_cq(p.cq_capacity, [this] { ++send_events; }),
@@ -453,6 +470,7 @@ struct Endpoint {
     link.attach(lid, &engine);
     link.attach_context(lid, &engine);
     engine.set_stall_tolerance(p.stall_tolerance);
+    engine.set_clock(&clock);
     qp = create_qp(qpn, p);
   }
 
@@ -527,30 +545,34 @@ inline void connect_qp(Endpoint& e, const ConnectParams& p, uint16_t dlid, uint3
 class EnginePair {
  public:
   explicit EnginePair(const ConnectParams& p = {})
-      : params(p), a(link, kLidA, kGuidA, kQpnA, p), b(link, kLidB, kGuidB, kQpnB, p) {
+      : params(p),
+        a(link, kLidA, kGuidA, kQpnA, p, clock),
+        b(link, kLidB, kGuidB, kQpnB, p, clock) {
     connect_qp(a, p, kLidB, kQpnB, p.sq_psn_b, p.sq_psn_a, p.access_a);
     connect_qp(b, p, kLidA, kQpnA, p.sq_psn_a, p.sq_psn_b, p.access_b);
   }
 
-  /// Delivers packets, runs the engines' timers and polls the CQs until
-  /// `done` holds or `limit` passes. Returns whether `done` held.
+  /// Delivers packets, runs the engines' timers and polls the CQs, moving
+  /// the clock kStep at a time, until `done` holds or `limit` of virtual
+  /// time passes. Returns whether `done` held.
   bool run_until(const std::function<bool()>& done,
                  std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    const Nanos deadline = clock.now() + std::chrono::nanoseconds(limit).count();
     for (;;) {
       step();
       if (done()) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (clock.now() > deadline) return false;
+      clock.advance(kStep);
     }
   }
+  static constexpr Nanos kStep = 20'000;
   /// Keeps the link and the timers going for `d` (to see that nothing else happens).
   void run_for(std::chrono::milliseconds d) {
     run_until([] { return false; }, d);
   }
   void step() {
     link.deliver_all();
-    for (Endpoint* e : endpoints()) e->engine.run_timers(now_ns());
+    for (Endpoint* e : endpoints()) e->engine.run_timers(clock.now());
     link.deliver_all();
     for (Endpoint* e : endpoints()) e->poll();
   }
@@ -574,6 +596,7 @@ class EnginePair {
 
   ConnectParams params;
   FakeLink link;
+  ManualClock clock;  // before a and b, whose engines read it
   Endpoint a, b;
   std::vector<Endpoint*> extra;  // more HCAs on the same link, stepped too
 

@@ -28,8 +28,9 @@ constexpr uint64_t kContextA = 0xa, kContextB = 0xb;
 
 /// One context of HCA T: its own engine and CQ, at T's LID and port GUID.
 struct Context {
-  Context(testing::FakeLink& link, uint64_t id)
+  Context(testing::FakeLink& link, uint64_t id, const Clock& clock)
       : ports(kLidB, testing::kGuidB), engine(&link, &ports, nullptr, &link, id), cq(64, nullptr) {
+    engine.set_clock(&clock);
     link.attach(kLidB, &engine);
     link.attach_context(id, &engine);
   }
@@ -45,9 +46,9 @@ struct Context {
 
 struct XrcAcrossContexts : ::testing::Test {
   explicit XrcAcrossContexts(uint32_t path_mtu = 5)
-      : r(link, kLidA, testing::kGuidA, 0x11, {}),
-        a(link, kContextA),
-        b(link, kContextB),
+      : r(link, kLidA, testing::kGuidA, 0x11, {}, clock),
+        a(link, kContextA, clock),
+        b(link, kContextB, clock),
         srq_b(16, 4, nullptr),
         srq_other(16, 4, nullptr),
         srq_a(16, 4, nullptr) {
@@ -117,11 +118,11 @@ struct XrcAcrossContexts : ::testing::Test {
   bool run_until(const std::function<bool()>& done, int rounds = 2000) {
     for (int i = 0; i < rounds; ++i) {
       link.deliver_all();
-      for (HcaEngine* e : {&r.engine, &a.engine, &b.engine}) e->run_timers(now_ns());
+      for (HcaEngine* e : {&r.engine, &a.engine, &b.engine}) e->run_timers(clock.now());
       link.deliver_all();
       r.poll();
       if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      clock.advance(std::chrono::microseconds(20));
     }
     return false;
   }
@@ -133,6 +134,7 @@ struct XrcAcrossContexts : ::testing::Test {
   }
 
   testing::FakeLink link;
+  testing::ManualClock clock;
   testing::Endpoint r;
   Context a, b;
   SharedReceiveQueue srq_b, srq_other, srq_a;

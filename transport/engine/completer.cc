@@ -60,7 +60,7 @@ void Qp::completer_acknowledged(uint32_t psn) noexcept {
 // the local ACK timer.
 void Qp::completer_progress(uint32_t acknowledged) noexcept {
   requester_window_grow(acknowledged);
-  comp_.last_progress = comp_.heard_at = now_ns();
+  comp_.last_progress = comp_.heard_at = env_.clock->now();
   comp_.retries_left = attr_.retry_cnt;
   comp_.rnr_retries_left = attr_.rnr_retry;
   comp_.resending_after_nak = false;
@@ -108,7 +108,7 @@ void Qp::completer_nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept
       }
       --comp_.rnr_retries_left;
     }
-    comp_.rnr_wait_until = now_ns() + rnr_timer_ns(value);
+    comp_.rnr_wait_until = env_.clock->now() + rnr_timer_ns(value);
     comp_.rnr_psn = psn;
     return;
   }
@@ -285,7 +285,7 @@ void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
     req_.cursor = sq_.head();
     req_.cursor_offset = 0;
   }
-  comp_.last_progress = sq_.empty() || !sq_.at(sq_.head()).started ? 0 : now_ns();
+  comp_.last_progress = sq_.empty() || !sq_.at(sq_.head()).started ? 0 : env_.clock->now();
   requester_pump();
 }
 

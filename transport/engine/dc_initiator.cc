@@ -24,7 +24,7 @@ bool same_target(const SendWqe& wqe, const AddressVector& av, uint32_t dctn, uin
 // QPs that reuse a number: a target tells a new connection from a late
 // packet of an old one by them.
 uint32_t Qp::dci_next_connection() noexcept {
-  const uint32_t clock = static_cast<uint32_t>(now_ns() / 1000);
+  const uint32_t clock = static_cast<uint32_t>(env_.clock->now() / 1000);
   const uint32_t next = dci_last_connection_ + 1;
   dci_last_connection_ = static_cast<int32_t>(clock - next) > 0 ? clock : next;
   return dci_last_connection_;

@@ -77,7 +77,7 @@ bool Qp::dct_load_connection(const wire::PacketView& pkt) noexcept {
   if (!dct_loaded_ || dct_loaded_source_ != source) {
     dct_store_connection();
     if (it == dct_connections_.end() && dct_connections_.size() >= kConnectionsBeforeSweep) {
-      const Nanos now = now_ns();
+      const Nanos now = env_.clock->now();
       std::erase_if(dct_connections_,
                     [now](const auto& c) { return now - c.second.last_used > kIdleConnectionNs; });
     }
@@ -101,7 +101,7 @@ bool Qp::dct_load_connection(const wire::PacketView& pkt) noexcept {
     resp_.epsn = pkt.bth().psn();
     peer_ = Peer{dct_path_to(pkt), dceth.dci_qpn()};
   }
-  c.last_used = now_ns();
+  c.last_used = env_.clock->now();
   return true;
 }
 

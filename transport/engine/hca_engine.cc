@@ -18,8 +18,9 @@ HcaEngine::HcaEngine(PacketSink* sink, const PortTable* ports, EngineCounters* c
 
 std::shared_ptr<Qp> HcaEngine::create_qp(const QpInit& init,
                                          std::function<void(uint32_t, QpEvent)> on_event) {
-  QpEnv env{&mrs_,     sink_,       ports_,       std::move(on_event), counters_, &srqs_,
-            contexts_, context_id_, forced_naks_, stall_tolerance_,    spec_,     &link_waiters_};
+  QpEnv env{&mrs_,  sink_,          ports_,      std::move(on_event), counters_,
+            &srqs_, contexts_,      context_id_, forced_naks_,        stall_tolerance_,
+            spec_,  &link_waiters_, clock_};
   auto qp = std::make_shared<Qp>(init, env);
   std::unique_lock lock(qps_mutex_);
   qps_[init.qpn] = qp;

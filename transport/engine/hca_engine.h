@@ -66,6 +66,8 @@ class HcaEngine {
   void set_forced_naks(ForcedNakSource* source) { forced_naks_ = source; }
   /// QPs created from now on: QpEnv::stall_tolerance.
   void set_stall_tolerance(Nanos t) { stall_tolerance_ = t; }
+  /// QPs created from now on read the time from `clock` (QpEnv::clock).
+  void set_clock(const Clock* clock) { clock_ = clock; }
   /// QPs created from now on report to `observer` (IBEMU_CHECK).
   void set_spec_observer(SpecObserver* observer) { spec_ = observer; }
   /// WRs in flight on every QP that name `lkey` (Qp::wrs_using_lkey).
@@ -99,6 +101,7 @@ class HcaEngine {
   ForcedNakSource* forced_naks_ = nullptr;
   Nanos stall_tolerance_ = 0;
   SpecObserver* spec_ = nullptr;
+  const Clock* clock_ = &steady_clock();
   LinkWaiters link_waiters_;
   bool verify_crcs_ = true;
 };

@@ -11,7 +11,7 @@ namespace ibemu::engine {
 Qp::Qp(const QpInit& init, const QpEnv& env) : init_(init), env_(env) {
   // A DCI numbers its connections from the clock, so a DCI created again
   // under the same number is not taken for its predecessor (dc_initiator.cc).
-  dci_last_connection_ = static_cast<uint32_t>(now_ns() / 1000);
+  dci_last_connection_ = static_cast<uint32_t>(env_.clock->now() / 1000);
   attr_.max_send_wr = init.max_send_wr;
   attr_.max_recv_wr = init.max_recv_wr;
   attr_.max_send_sge = init.max_send_sge;

@@ -96,8 +96,9 @@ struct QpEnv {
   // freezes them for hundreds of ms); a real fabric never pauses like
   // that, so a silence this short is not charged to the peer.
   Nanos stall_tolerance = 0;
-  SpecObserver* spec = nullptr;         // IBEMU_CHECK's listener; may be null
-  LinkWaiters* link_waiters = nullptr;  // where a QP stopped by the link waits; may be null
+  SpecObserver* spec = nullptr;          // IBEMU_CHECK's listener; may be null
+  LinkWaiters* link_waiters = nullptr;   // where a QP stopped by the link waits; may be null
+  const Clock* clock = &steady_clock();  // every time the QP reads
 };
 
 class Qp {

@@ -287,7 +287,7 @@ void Qp::requester_pump() noexcept {
     }
   }
   if (sent && reliable() && comp_.last_progress == 0)
-    comp_.last_progress = comp_.heard_at = now_ns();
+    comp_.last_progress = comp_.heard_at = env_.clock->now();
 }
 
 // Packets between the oldest unacknowledged PSN and the cursor: the go-back-N

@@ -33,7 +33,7 @@ void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
 
 void Qp::release_held_acks() noexcept {
   std::lock_guard lock(mutex_);
-  resend_held_acks(now_ns());
+  resend_held_acks(env_.clock->now());
 }
 
 Nanos Qp::resend_held_acks(Nanos now) noexcept {
@@ -64,7 +64,7 @@ void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uin
   if (transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total))
     held_acks_.delivered(peer_.av.dlid, peer_.qpn);
   else if (opcode == static_cast<uint8_t>(wire::Opcode::kRcAcknowledge))
-    held_acks_.hold(peer_.av.dlid, peer_.qpn, tx_buf_, total, now_ns());
+    held_acks_.hold(peer_.av.dlid, peer_.qpn, tx_buf_, total, env_.clock->now());
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to

@@ -13,6 +13,25 @@ inline Nanos now_ns() {
       .count();
 }
 
+/// Where the engine reads the time. A host gives it the steady clock; unit
+/// tests give it one they move by hand, so ACK, RNR and retry timeouts run
+/// in virtual time and no test sleeps to see one expire.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual Nanos now() const noexcept = 0;
+};
+
+class SteadyClock final : public Clock {
+ public:
+  Nanos now() const noexcept override { return now_ns(); }
+};
+
+inline const Clock& steady_clock() {
+  static const SteadyClock clock;
+  return clock;
+}
+
 /// Local ACK timeout: 4.096 µs × 2^timeout; 0 means infinite (IBA 9.7.6.1.3,
 /// C9-141). Returns 0 for "no timer".
 inline Nanos local_ack_timeout_ns(uint8_t timeout) {

@@ -71,7 +71,7 @@ void Qp::xrc_forward(const wire::PacketView& pkt, bool replay) noexcept {
   fwd_.waiting = true;
   fwd_.replay = replay;
   fwd_.pending_srqn = r.srqn;
-  fwd_.deadline = now_ns() + kVerdictPatience;
+  fwd_.deadline = env_.clock->now() + kVerdictPatience;
   fwd_.request.assign(pkt.data, pkt.data + pkt.len);
 }
 
