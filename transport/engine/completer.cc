@@ -88,10 +88,7 @@ void Qp::completer_ack(uint32_t psn) noexcept {
     complete_send(w, WcStatus::kSuccess);
     sq_.pop();
   }
-  if (sq_.head() > req_.cursor) {
-    req_.cursor = sq_.head();
-    req_.cursor_offset = 0;
-  }
+  requester_skip_retired();
   if (sq_.empty() || !sq_.at(sq_.head()).started) comp_.last_progress = 0;  // nothing in flight
   requester_pump();
 }
@@ -251,10 +248,7 @@ void Qp::completer_read_response(const wire::PacketView& pkt) noexcept {
     complete_send(wqe, WcStatus::kSuccess, wqe.length);
     sq_.pop();
     completer_retire_local_operations();
-    if (sq_.head() > req_.cursor) {
-      req_.cursor = sq_.head();
-      req_.cursor_offset = 0;
-    }
+    requester_skip_retired();
     if (sq_.empty() || !sq_.at(sq_.head()).started) comp_.last_progress = 0;
   }
   requester_pump();
@@ -281,12 +275,15 @@ void Qp::completer_atomic_ack(const wire::PacketView& pkt) noexcept {
   complete_send(*w, WcStatus::kSuccess, 8);
   sq_.pop();
   completer_retire_local_operations();
-  if (sq_.head() > req_.cursor) {
-    req_.cursor = sq_.head();
-    req_.cursor_offset = 0;
-  }
+  requester_skip_retired();
   comp_.last_progress = sq_.empty() || !sq_.at(sq_.head()).started ? 0 : env_.clock->now();
   requester_pump();
+}
+
+// The requester sent packets: with nothing in flight before, the local ACK
+// timer starts now.
+void Qp::completer_packets_left() noexcept {
+  if (comp_.last_progress == 0) comp_.last_progress = comp_.heard_at = env_.clock->now();
 }
 
 }  // namespace ibemu::engine

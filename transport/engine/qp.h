@@ -191,6 +191,7 @@ class Qp {
   void requester_execute_local(SendWqe& wqe) noexcept;
   void requester_fail_wqe(WcStatus status) noexcept;
   void requester_resume_at(uint32_t psn) noexcept;
+  void requester_skip_retired() noexcept;
   void requester_advance_to(uint32_t psn) noexcept;
   uint32_t requester_in_flight() const noexcept;
   void requester_window_grow(uint32_t acknowledged) noexcept;
@@ -285,6 +286,7 @@ class Qp {
   void completer_error(WcStatus status) noexcept;
   void completer_retire_local_operations() noexcept;
   Nanos completer_timer(Nanos now) noexcept;
+  void completer_packets_left() noexcept;
 
   std::mutex mutex_;
   // The link queued a packet of this QP: like an HCA without link credits,

@@ -286,8 +286,7 @@ void Qp::requester_pump() noexcept {
       }
     }
   }
-  if (sent && reliable() && comp_.last_progress == 0)
-    comp_.last_progress = comp_.heard_at = env_.clock->now();
+  if (sent && reliable()) completer_packets_left();
 }
 
 // Packets between the oldest unacknowledged PSN and the cursor: the go-back-N
@@ -318,6 +317,14 @@ void Qp::requester_advance_to(uint32_t psn) noexcept {
 
 // Moves the cursor to the packet with `psn`: back, to resend from there, or
 // forward past packets sent before a rewind that an ACK has since covered.
+// The completer retired WQEs the cursor had not passed (their responses
+// arrived while the requester was rewound): it goes on after them.
+void Qp::requester_skip_retired() noexcept {
+  if (sq_.head() <= req_.cursor) return;
+  req_.cursor = sq_.head();
+  req_.cursor_offset = 0;
+}
+
 void Qp::requester_resume_at(uint32_t psn) noexcept {
   for (uint64_t pos = sq_.head(); pos < sq_.tail(); ++pos) {
     SendWqe& w = sq_.at(pos);
