@@ -126,6 +126,17 @@ def test_rsocket_streams(fabric, tool):
     assert re.search(r"custom\s+4k\s+200", client[1]), client[1]
 
 
+def test_riostream_default_run_completes(fabric):
+    # Its default run: 100 000 round trips of 64 bytes, each side spinning on
+    # a byte of its riomap'ed buffer for the other's riowrite, then larger
+    # and bandwidth runs. It once hung after some 50 round trips on 2 CPUs.
+    server, client = run_cm_pair(fabric, ["riostream", "-b", SERVER, "-p", "7502"],
+                                 ["riostream", "-s", SERVER, "-p", "7502"], 7502, timeout=300)
+    both_ok(server, client, fabric)
+    for row in ("64_lat", "4k_lat", "64k_lat", "1m_lat", "64_bw", "4k_bw", "64k_bw", "1m_bw"):
+        assert re.search(rf"^{row}\s", client[1], re.M), client[1]
+
+
 def test_mckey_multicast(fabric):
     group = "239.1.1.7"
     receiver = fabric.spawn(["stdbuf", "-oL", "mckey", "-m", group, "-b", SERVER, "-C", "10"])
