@@ -235,6 +235,48 @@ def test_a_gigabyte_over_a_lossy_link_between_hosts_arrives_whole(lab, tmp_path)
     assert len(writes) > len(set(writes)), "no PSN was sent twice"
 
 
+def test_rc_between_hosts_through_a_link_that_only_reorders_completes(lab):
+    """5% reordering alone on the receiving port, 256 MiB each way: out of
+    order packets make the responder NAK a PSN sequence error and the
+    requester go back, and the transfer must go on to the end (it once
+    ended in a retry error while packets still arrived)."""
+    a, b = lab.hosts[0], lab.hosts[1]
+    rc_bulk = str(BUILD / "bin" / "rc_bulk")
+    a.ibemu("fault", "set", "-i", "ibemu1:1", "--reorder", "5", "--seed", "11")
+    try:
+        port = free_tcp_port()
+        mib = bulk_mib(256)
+        common = ["-m", str(mib), "-t", "12", "-p", str(port)]
+        server, client = run_across(a, [rc_bulk, *common, "-d", "ibemu1", "-S"], b,
+                                    [rc_bulk, *common, "-d", "ibemu1", "-C", a.address], port,
+                                    timeout=600)
+    finally:
+        a.ibemu("fault", "clear", "-i", "ibemu1:1")
+    for out in (server, client):
+        assert f"write {mib} MiB ok" in out and f"send {mib} MiB ok" in out, out
+
+
+def inbox_rings_mapped(pid):
+    """How many programs' inbox rings process `pid` has mapped."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return len({line.split()[4] for line in maps if "ibemu-inbox" in line})
+
+
+def test_a_daemon_forgets_the_rings_of_departed_programs(lab):
+    """100 short-lived servers on one host, each answering a client on
+    another: the receiving daemon maps each server's inbox ring to deliver
+    its packets, and lets it go once the program has left (it once kept
+    every one, 96 MB after 30 pingpongs)."""
+    a, b = lab.hosts[0], lab.hosts[1]
+    daemon = a.status()["pid"]
+    for _ in range(100):
+        port = free_tcp_port()
+        base = ["ibv_rc_pingpong", "-g", "0", "-n", "2", "-p", str(port)]
+        run_across(a, base + ["-d", "ibemu0"], b, base + ["-d", "ibemu1", a.address], port)
+    # The last server's ring may be kept until the next departure is seen.
+    assert inbox_rings_mapped(daemon) <= 2
+
+
 def test_ud_from_another_host_loses_what_the_link_loses_and_counts_it(lab):
     """Faults of the receiving port's link act on datagrams from another
     host in the receiving daemon, which counts the drops at that port."""
