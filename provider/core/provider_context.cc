@@ -347,10 +347,14 @@ void ProviderContext::progress_loop() noexcept {
       }
     }
     bool worked = false;
+    bool inbox_taken = false;  // an application thread is draining it
     if (!app_polling) {
       worked = flush_link(now);
       std::unique_lock lock(consumer_mutex_, std::try_to_lock);
-      if (lock.owns_lock()) worked |= drain_inbox(256) > 0;
+      if (lock.owns_lock())
+        worked |= drain_inbox(256) > 0;
+      else
+        inbox_taken = true;
     }
     // Timers are due at next_timer; QPs that started sending since the last
     // scan armed theirs without telling us, so scan at least every 1 ms. A
@@ -372,9 +376,11 @@ void ProviderContext::progress_loop() noexcept {
       idle_since = 0;
       continue;
     }
-    if (app_polling) {
+    if (app_polling || inbox_taken) {
       // The application drains the inbox itself; only timers and stalls are
-      // ours. Watch, without asking producers to wake us.
+      // ours. Watch, without asking producers to wake us: a sleep announced
+      // while the application has yet to take a packet would end at once,
+      // and the thread would spin beside the one that does the work.
       if (spin_while_app_polls) continue;
       engine::Nanos wait = last_app_poll_.load(std::memory_order_relaxed) + kAppPollGraceNs - now;
       wait = std::max<engine::Nanos>(wait, 1'000);
@@ -392,7 +398,6 @@ void ProviderContext::progress_loop() noexcept {
     if (next_timer) wait = std::min(wait, std::max<engine::Nanos>(next_timer - now, 0));
     if (link_->queuing()) wait = std::min(wait, kQueuedRetryNs);
     inbox_.wait(wait);
-    last_scan = 0;
   }
 }
 
