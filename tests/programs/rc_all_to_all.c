@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rc_common.h"
+
 #define MAX_PROCS 16
 #define MAX_QPS 16 /* per peer */
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
@@ -73,34 +75,6 @@ static void fill(uint8_t* p, int from, int to, int lane, int it) {
     const uint64_t x = v * 0x9e3779b97f4a7c15ull;
     memcpy(p + i, &x, size - i < 8 ? size - i : 8);
   }
-}
-
-static void connect_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = ACCESS};
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("INIT");
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = mtu;
-  a.dest_qp_num = remote_qpn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.dlid = remote_lid;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("RTR");
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("RTS");
 }
 
 static void post(struct ibv_qp* qp, enum ibv_wr_opcode op, uint8_t* local, uint32_t lkey,
@@ -150,7 +124,8 @@ static int run(void) {
   barrier();
   for (int peer = 0; peer < procs; ++peer)
     for (int l = 0; peer != me && l < qps; ++l)
-      connect_qp(qp[peer][l], board->qpn[peer][me][l], board->lid[peer]);
+      if (connect_rc_qp(qp[peer][l], board->qpn[peer][me][l], board->lid[peer], mtu, 14, 7, ACCESS))
+        die("connecting a QP");
   barrier();
 
   uint8_t* expect = malloc(size);
@@ -238,17 +213,9 @@ int main(int argc, char** argv) {
         qps = atoi(optarg);
         if (qps < 1 || qps > MAX_QPS) usage();
         break;
-      case 'M': {
-        const int m = atoi(optarg);
-        mtu = m == 256    ? IBV_MTU_256
-              : m == 512  ? IBV_MTU_512
-              : m == 1024 ? IBV_MTU_1024
-              : m == 2048 ? IBV_MTU_2048
-              : m == 4096 ? IBV_MTU_4096
-                          : 0;
-        if (!mtu) usage();
+      case 'M':
+        if (!(mtu = mtu_from_bytes(atoi(optarg)))) usage();
         break;
-      }
       case 's':
         size = strtoull(optarg, NULL, 0);
         if (size < 1 || size > (64u << 20)) usage();

@@ -80,6 +80,12 @@ int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, e
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+enum ibv_mtu mtu_from_bytes(int bytes) {
+  for (enum ibv_mtu m = IBV_MTU_256; m <= IBV_MTU_4096; ++m)
+    if (bytes == 128 << m) return m;
+  return 0;
+}
+
 int open_rc_end(const char* device, int depth, struct rc_end* e) {
   int n;
   struct ibv_device** list = ibv_get_device_list(&n);

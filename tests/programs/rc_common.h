@@ -22,6 +22,9 @@ int exchange(int fd, const void* out, void* in, size_t n);
 int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
                   uint8_t timeout, uint8_t rnr_retry, int access);
 
+/* The path MTU of `bytes` (256..4096), or 0 for any other number. */
+enum ibv_mtu mtu_from_bytes(int bytes);
+
 /* One HCA of a pair in one process: port 1 of `device`, a PD, a CQ and an
  * RC QP in RESET with `depth` WRs of one SGE each way. 0 or -1. */
 struct rc_end {

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rc_common.h"
+
 #define MAX_QPS 64
 #define DEPTH 4 /* WRs a QP has posted at once: the message in a few pieces */
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
@@ -183,17 +185,9 @@ int main(int argc, char** argv) {
         qps = atoi(optarg);
         if (qps < 1 || qps > MAX_QPS) usage();
         break;
-      case 'M': {
-        const int m = atoi(optarg);
-        mtu = m == 256    ? IBV_MTU_256
-              : m == 512  ? IBV_MTU_512
-              : m == 1024 ? IBV_MTU_1024
-              : m == 2048 ? IBV_MTU_2048
-              : m == 4096 ? IBV_MTU_4096
-                          : 0;
-        if (!mtu) usage();
+      case 'M':
+        if (!(mtu = mtu_from_bytes(atoi(optarg)))) usage();
         break;
-      }
       case 's':
         size = strtoull(optarg, NULL, 0);
         if (size < DEPTH) usage();
