@@ -138,10 +138,10 @@ def hosts_section():
         lab.wait_all_active()
         datagram = 16384  # fabric.datagram_bytes' default
         udp = str(BUILD / "bin" / "udp_bw")
-        receiver = subprocess.Popen(a.wrap([udp, "recv", a.address, "19515"]),
+        receiver = subprocess.Popen([*a.wrap, udp, "recv", a.address, "19515"],
                                     stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
-        subprocess.run(b.wrap([udp, "send", a.address, "19515", "3", str(datagram)]), check=True)
+        subprocess.run([*b.wrap, udp, "send", a.address, "19515", "3", str(datagram)], check=True)
         raw = float(receiver.communicate(timeout=60)[0].split()[0])
         print(f"{'test':<14}{'size':>9}{'MB/s':>11}{'raw UDP MB/s':>14}{'ratio':>8}")
         for size in (65536, 1 << 20):
