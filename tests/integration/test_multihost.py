@@ -12,6 +12,7 @@ import pytest
 from conftest import BUILD, bulk_mib, free_tcp_port, rc_stream_until_cut, sanitizer_setting
 from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, needs_namespaces, run_across
 from test_capture import finish, start_capture, tshark
+from verbs_cases.inbox_rings import inbox_rings_mapped
 
 pytestmark = needs_namespaces
 
@@ -252,12 +253,6 @@ def test_rc_between_hosts_through_a_link_that_only_reorders_completes(lab):
     requester go back, and the transfer must go on to the end (it once
     ended in a retry error while packets still arrived)."""
     bulk_through_faults(lab, bulk_mib(256), ["--reorder", "5", "--seed", "11"])
-
-
-def inbox_rings_mapped(pid):
-    """How many programs' inbox rings process `pid` has mapped."""
-    with open(f"/proc/{pid}/maps") as maps:
-        return len({line.split()[4] for line in maps if "ibemu-inbox" in line})
 
 
 def test_a_daemon_forgets_the_rings_of_departed_programs(lab):

@@ -13,12 +13,8 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from pyverbs.addr import AH, AHAttr  # noqa: E402
 from pyverbs.enums import IBV_WC_RECV  # noqa: E402
 from rc_ops_cases import poll_wcs  # noqa: E402
+from inbox_rings import inbox_rings_mapped as inbox_mappings  # noqa: E402
 from ud_cases import UdSide  # noqa: E402
-
-
-def inbox_mappings():
-    with open("/proc/self/maps") as maps:
-        return len({line.split()[4] for line in maps if "ibemu-inbox" in line})
 
 
 if sys.argv[1] == "server":
