@@ -12,6 +12,7 @@ import pytest
 from conftest import BUILD, bulk_mib, free_tcp_port, rc_stream_until_cut, sanitizer_setting
 from hosts import cm_address, ibv_devinfo_guids, lid_of, meshed_lab, needs_namespaces, run_across
 from test_capture import finish, start_capture, tshark
+from test_perftest import is_bw
 from verbs_cases.inbox_rings import inbox_rings_mapped
 
 pytestmark = needs_namespaces
@@ -71,7 +72,7 @@ def test_pingpong_between_hosts(lab, tool, args, done):
 def test_perftest_between_hosts(lab, tool, args):
     a, c = lab.hosts[0], lab.hosts[2]
     port = free_tcp_port()
-    base = [tool, "-p", str(port), *args]
+    base = [tool, "-p", str(port), *(["-F"] if is_bw(tool) else []), *args]  # -F: see perftest()
     server, client = run_across(a, base + ["-d", "ibemu0"], c, base + ["-d", "ibemu1", a.address],
                                 port)
     assert "#bytes" in client
