@@ -26,6 +26,7 @@ struct ibemu_context {
 struct ibemu_pd {
   struct ibv_pd pd;
   uint32_t id;
+  atomic_int users; /* MRs, MWs, AHs, SRQs and QPs on it */
 };
 
 struct ibemu_cq {

@@ -97,9 +97,23 @@ static struct ibv_pd* ibemu_alloc_pd(struct ibv_context* c) {
   return &pd->pd;
 }
 
+/* As the kernel (ib_destroy_usecnt): a PD that objects still use stays, and
+ * its deallocation fails with EBUSY; freed, a later verb on one of those
+ * objects would reach freed memory. */
 static int ibemu_dealloc_pd(struct ibv_pd* pd) {
+  if (atomic_load(&to_pd(pd)->users)) return EBUSY;
   free(to_pd(pd));
   return 0;
+}
+
+/* An object created on `pd` (NULL: none, as for XRC receive QPs) ... */
+static void hold_pd(struct ibv_pd* pd) {
+  if (pd) atomic_fetch_add(&to_pd(pd)->users, 1);
+}
+
+/* ... and destroyed. */
+static void release_pd(struct ibv_pd* pd) {
+  if (pd) atomic_fetch_sub(&to_pd(pd)->users, 1);
 }
 
 /* The libibverbs object of a region the core registered (err 0) under `key`. */
@@ -124,6 +138,7 @@ static struct ibv_mr* ibemu_reg_mr(struct ibv_pd* pd, void* addr, size_t length,
                               access, &key);
   struct ibv_mr* mr = new_mr(err, key, access, IBEMU_MR_TYPE_MR);
   if (!mr && !err) ibemu_core_dereg_mr(to_ctx(pd->context)->core, key);
+  if (mr) hold_pd(pd);
   return mr;
 }
 
@@ -134,12 +149,14 @@ static struct ibv_mr* ibemu_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, si
                                      fd, access, &key);
   struct ibv_mr* mr = new_mr(err, key, access, IBEMU_MR_TYPE_DMABUF_MR);
   if (!mr && !err) ibemu_core_dereg_mr(to_ctx(pd->context)->core, key);
+  if (mr) hold_pd(pd);
   return mr;
 }
 
 static int ibemu_dereg_mr(struct verbs_mr* vmr) {
   int err = ibemu_core_dereg_mr(to_ctx(vmr->ibv_mr.context)->core, vmr->ibv_mr.lkey);
   if (err) return err;
+  release_pd(vmr->ibv_mr.pd);
   free(vmr);
   return 0;
 }
@@ -151,6 +168,10 @@ static int ibemu_rereg_mr(struct verbs_mr* vmr, int flags, struct ibv_pd* pd, vo
   int err =
       ibemu_core_rereg_mr(to_ctx(mr->context)->core, mr->lkey, flags, pd_id, addr, length, access);
   if (err) return err;
+  if (flags & IBV_REREG_MR_CHANGE_PD) { /* libibverbs sets mr->pd = pd next */
+    release_pd(mr->pd);
+    hold_pd(pd);
+  }
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) vmr->access = access;
   return 0;
 }
@@ -176,10 +197,12 @@ static struct ibv_ah* ibemu_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* att
     return NULL;
   }
   ah->attr = *attr;
+  hold_pd(pd);
   return &ah->ah;
 }
 
 static int ibemu_destroy_ah(struct ibv_ah* ah) {
+  release_pd(ah->pd);
   free((struct ibemu_ah*)ah);
   return 0;
 }
@@ -203,7 +226,9 @@ static struct ibemu_srq* new_srq(struct ibv_context* c, struct ibv_srq_attr* att
 
 static struct ibv_srq* ibemu_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* attr) {
   struct ibemu_srq* srq = new_srq(pd->context, &attr->attr);
-  return srq ? &srq->vsrq.srq : NULL;
+  if (!srq) return NULL;
+  hold_pd(pd); /* libibverbs sets srq->pd */
+  return &srq->vsrq.srq;
 }
 
 /* ibv_create_srq_ex: basic SRQs, and XRC SRQs (IBA annex A14) that XRC
@@ -247,6 +272,7 @@ static struct ibv_srq* ibemu_create_srq_ex(struct ibv_context* c,
   s->context = c;
   s->srq_context = attr->srq_context;
   s->pd = attr->pd;
+  hold_pd(s->pd);
   s->handle = srq->vsrq.srq_num;
   s->events_completed = 0;
   pthread_mutex_init(&s->mutex, NULL);
@@ -322,6 +348,7 @@ static int ibemu_destroy_srq(struct ibv_srq* srq) {
   struct ibemu_srq* s = (struct ibemu_srq*)srq;
   int err = ibemu_core_destroy_srq(s->core);
   if (err) return err;
+  release_pd(srq->pd);
   release_xrcd(s->vsrq.srq_type == IBV_SRQT_XRC ? s->vsrq.xrcd : NULL);
   free(srq);
   return 0;
@@ -355,6 +382,7 @@ static struct ibv_mw* ibemu_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type) {
   }
   mw->context = pd->context;
   mw->pd = pd;
+  hold_pd(pd);
   mw->handle = mw->rkey;
   mw->type = type;
   return mw;
@@ -363,6 +391,7 @@ static struct ibv_mw* ibemu_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type) {
 static int ibemu_dealloc_mw(struct ibv_mw* mw) {
   int err = ibemu_core_dealloc_mw(to_ctx(mw->context)->core, mw->rkey);
   if (err) return err;
+  release_pd(mw->pd);
   free(mw);
   return 0;
 }
@@ -492,6 +521,7 @@ struct ibv_qp* ibemu_create_qp_with(struct ibv_context* c, struct ibv_qp_init_at
   q->context = c;
   q->qp_context = attr->qp_context;
   q->pd = xrc_recv ? NULL : attr->pd;
+  hold_pd(q->pd);
   if (xrcd) {
     qp->vqp.xrcd = &xrcd->vxrcd;
     qp->vqp.comp_mask |= VERBS_QP_XRCD;
@@ -581,6 +611,7 @@ static int ibemu_destroy_qp(struct ibv_qp* ibqp) {
   struct ibemu_qp* qp = to_qp(ibqp);
   int err = ibemu_core_destroy_qp(qp->core);
   if (err) return err;
+  release_pd(ibqp->pd);
   release_xrcd((qp->vqp.comp_mask & VERBS_QP_XRCD) ? qp->vqp.xrcd : NULL);
   ibemu_qp_ex_fini(qp);
   free(qp);

@@ -43,3 +43,11 @@ def test_killed_peer_gives_retry_exceeded_and_daemon_survives(fabric):
     while fabric.status()["qps"] != 0:  # the daemon noticed the exits
         assert time.time() < deadline, fabric.status()
         time.sleep(0.05)
+
+
+def test_objects_in_use_are_not_destroyed(fabric):
+    """ibv_dealloc_pd, ibv_destroy_cq, ibv_destroy_srq and ibv_close_xrcd on
+    an object that others still use fail with EBUSY and leave it usable, as
+    the kernel's uverbs does; once the users are gone they succeed."""
+    r = fabric.run([str(BUILD / "bin" / "destroy_order"), "-d", "ibemu0"], timeout=60)
+    assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stdout + r.stderr
