@@ -7,7 +7,7 @@
 // retries), so a DCI delivers reliably and in order (docs/dc.md).
 #include <cstring>
 
-#include "transport/engine/qp.h"
+#include "transport/engine/dc_initiator.h"
 
 namespace ibemu::engine {
 
@@ -20,35 +20,40 @@ bool same_target(const SendWqe& wqe, const AddressVector& av, uint32_t dctn, uin
 
 }  // namespace
 
+// A DCI numbers its connections from the clock, so a DCI created again
+// under the same number is not taken for its predecessor.
+DcInitiator::DcInitiator(QpCore& qp)
+    : qp_(qp), last_connection_(static_cast<uint32_t>(qp.env.clock->now() / 1000)) {}
+
 // Connection numbers only grow, across RESETs and, through the clock, across
 // QPs that reuse a number: a target tells a new connection from a late
 // packet of an old one by them.
-uint32_t Qp::dci_next_connection() noexcept {
-  const uint32_t clock = static_cast<uint32_t>(env_.clock->now() / 1000);
-  const uint32_t next = dci_last_connection_ + 1;
-  dci_last_connection_ = static_cast<int32_t>(clock - next) > 0 ? clock : next;
-  return dci_last_connection_;
+uint32_t DcInitiator::next_connection() noexcept {
+  const uint32_t clock = static_cast<uint32_t>(qp_.env.clock->now() / 1000);
+  const uint32_t next = last_connection_ + 1;
+  last_connection_ = static_cast<int32_t>(clock - next) > 0 ? clock : next;
+  return last_connection_;
 }
 
 // Called before the requester starts `wqe`. True when the WQE may go now:
 // its target is the current one, or nothing is outstanding and the DCI
 // switches to it.
-bool Qp::dci_select_target(const SendWqe& wqe) noexcept {
-  if (dci_.connected && same_target(wqe, peer_.av, peer_.qpn, dci_.key)) return true;
-  if (sq_.head() < req_.cursor) return false;  // still waiting for the current target
-  peer_.av = wqe.av;
-  peer_.av.port_num = attr_.port_num;
-  peer_.qpn = wqe.remote_qpn;
+bool DcInitiator::select_target(const SendWqe& wqe, bool outstanding, uint32_t next_psn) noexcept {
+  if (dci_.connected && same_target(wqe, qp_.peer.av, qp_.peer.qpn, dci_.key)) return true;
+  if (outstanding) return false;  // still waiting for the current target
+  qp_.peer.av = wqe.av;
+  qp_.peer.av.port_num = qp_.attr.port_num;
+  qp_.peer.qpn = wqe.remote_qpn;
   dci_.key = wqe.dc_key;
-  dci_.connection = dci_next_connection();
-  dci_.connect_psn = req_.next_psn;
+  dci_.connection = next_connection();
+  dci_.connect_psn = next_psn;
   dci_.connected = true;
   return true;
 }
 
-void Qp::dci_fill_dceth(wire::Dceth& h, uint32_t psn) const noexcept {
+void DcInitiator::fill_dceth(wire::Dceth& h, uint32_t psn) const noexcept {
   h.set_access_key(dci_.key);
-  h.set_dci_qpn(init_.qpn);
+  h.set_dci_qpn(qp_.init.qpn);
   h.set_connection(dci_.connection);
   h.set_connect(psn == dci_.connect_psn);
 }

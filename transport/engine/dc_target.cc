@@ -7,7 +7,7 @@
 // ends that connection only, never the DCT (docs/dc.md).
 #include <cstring>
 
-#include "transport/engine/qp.h"
+#include "transport/engine/dc_target.h"
 #include "transport/wire/opcode.h"
 
 namespace ibemu::engine {
@@ -25,13 +25,15 @@ uint64_t source_of(const wire::PacketView& pkt) {
 
 }  // namespace
 
+DcTarget::DcTarget(QpCore& qp, Responder& responder) : qp_(qp), responder_(responder) {}
+
 // The path back to the requester: its LID, and its GID when it sent a GRH,
 // leaving through the DCT's port with the DCT's source GID index.
-AddressVector Qp::dct_path_to(const wire::PacketView& pkt) const noexcept {
-  AddressVector av = attr_.ah;
+AddressVector DcTarget::path_to(const wire::PacketView& pkt) const noexcept {
+  AddressVector av = qp_.attr.ah;
   av.dlid = pkt.lrh().slid();
   av.sl = pkt.lrh().sl();
-  av.port_num = attr_.port_num;
+  av.port_num = qp_.attr.port_num;
   av.is_global = pkt.has_grh;
   if (pkt.has_grh) {
     const wire::Grh grh = pkt.grh();
@@ -43,91 +45,93 @@ AddressVector Qp::dct_path_to(const wire::PacketView& pkt) const noexcept {
   return av;
 }
 
-void Qp::dct_receive(const wire::PacketView& pkt) noexcept {
-  if (!rq_can_receive()) return;
+void DcTarget::receive(const wire::PacketView& pkt) noexcept {
+  if (!qp_.rq_can_receive()) return;
   const uint32_t flags = pkt.info->flags;
   if (pkt.info->transport != wire::Transport::kDc || !(flags & wire::kHasDceth)) return;
-  if (pkt.dceth().access_key() != init_.dct_access_key) {
+  if (pkt.dceth().access_key() != qp_.init.dct_access_key) {
     // Answered without a connection: the DCI learns of it by the NAK.
-    dct_store_connection();
-    peer_ = Peer{dct_path_to(pkt), pkt.dceth().dci_qpn()};
-    resp_ = Responder{};
-    send_ack(pkt.bth().psn(), wire::make_nak_syndrome(wire::NakCode::kRemoteAccessError));
+    store_connection();
+    qp_.peer = QpPeer{path_to(pkt), pkt.dceth().dci_qpn()};
+    responder_.load_context(ResponderContext{});
+    responder_.send_ack(pkt.bth().psn(),
+                        wire::make_nak_syndrome(wire::NakCode::kRemoteAccessError));
     return;
   }
-  if (!dct_load_connection(pkt)) return;
-  responder_receive(pkt);
+  if (!load_connection(pkt)) return;
+  responder_.receive(pkt);
 }
 
 // Makes the packet's connection the loaded one. False when the packet
 // belongs to no connection the DCT may serve: a late packet of a connection
 // that was superseded or closed, or a packet of a new connection whose
 // opening packet was lost (the DCI resends from it after its timeout).
-bool Qp::dct_load_connection(const wire::PacketView& pkt) noexcept {
+bool DcTarget::load_connection(const wire::PacketView& pkt) noexcept {
   const uint64_t source = source_of(pkt);
   const wire::Dceth dceth = pkt.dceth();
-  auto it = dct_connections_.find(source);
-  const bool current = it != dct_connections_.end() && it->second.connection == dceth.connection();
+  auto it = connections_.find(source);
+  const bool current = it != connections_.end() && it->second.connection == dceth.connection();
   if (current && it->second.closed) return false;
   if (!current) {
-    const bool newer = it == dct_connections_.end() ||
+    const bool newer = it == connections_.end() ||
                        static_cast<int32_t>(dceth.connection() - it->second.connection) > 0;
     if (!newer || !dceth.connect()) return false;
   }
-  if (!dct_loaded_ || dct_loaded_source_ != source) {
-    dct_store_connection();
-    if (it == dct_connections_.end() && dct_connections_.size() >= kConnectionsBeforeSweep) {
-      const Nanos now = env_.clock->now();
-      std::erase_if(dct_connections_,
+  if (!loaded_ || loaded_source_ != source) {
+    store_connection();
+    if (it == connections_.end() && connections_.size() >= kConnectionsBeforeSweep) {
+      const Nanos now = qp_.env.clock->now();
+      std::erase_if(connections_,
                     [now](const auto& c) { return now - c.second.last_used > kIdleConnectionNs; });
     }
-    it = dct_connections_.try_emplace(source).first;
-    resp_ = it->second.resp;
-    peer_ = it->second.peer;
-    dct_loaded_ = true;
-    dct_loaded_source_ = source;
+    it = connections_.try_emplace(source).first;
+    responder_.load_context(it->second.resp);
+    qp_.peer = it->second.peer;
+    loaded_ = true;
+    loaded_source_ = source;
   }
   DcConnection& c = it->second;
   if (!current) {
     // A new connection replaces the DCI's old one. A message the old one
     // left half-received gives its receive WQE back as flushed.
-    if (resp_.srq_wqe_held) {
-      complete_recv(resp_.srq_wqe, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, false, 0);
-      recv_done();
+    if (responder_.context().srq_wqe_held) {
+      responder_.complete_recv(responder_.context().srq_wqe, WcStatus::kWrFlushErr, WcOpcode::kRecv,
+                               0, 0, 0, false, 0);
+      responder_.recv_done();
     }
     c.connection = dceth.connection();
     c.closed = false;
-    resp_ = Responder{};
-    resp_.epsn = pkt.bth().psn();
-    peer_ = Peer{dct_path_to(pkt), dceth.dci_qpn()};
+    ResponderContext fresh;
+    fresh.epsn = pkt.bth().psn();
+    responder_.load_context(fresh);
+    qp_.peer = QpPeer{path_to(pkt), dceth.dci_qpn()};
   }
-  c.last_used = env_.clock->now();
+  c.last_used = qp_.env.clock->now();
   return true;
 }
 
 // The loaded context goes back to its slot (the next packet may be another
 // DCI's).
-void Qp::dct_store_connection() noexcept {
-  if (!dct_loaded_) return;
-  auto it = dct_connections_.find(dct_loaded_source_);
-  if (it != dct_connections_.end()) {
-    it->second.resp = resp_;
-    it->second.peer = peer_;
+void DcTarget::store_connection() noexcept {
+  if (!loaded_) return;
+  auto it = connections_.find(loaded_source_);
+  if (it != connections_.end()) {
+    it->second.resp = responder_.context();
+    it->second.peer = qp_.peer;
   }
-  dct_loaded_ = false;
+  loaded_ = false;
 }
 
-void Qp::dct_close_connection() noexcept {
-  if (!dct_loaded_) return;
-  dct_store_connection();
-  auto it = dct_connections_.find(dct_loaded_source_);
-  if (it != dct_connections_.end()) it->second.closed = true;
+void DcTarget::close_connection() noexcept {
+  if (!loaded_) return;
+  store_connection();
+  auto it = connections_.find(loaded_source_);
+  if (it != connections_.end()) it->second.closed = true;
 }
 
-void Qp::dct_forget_connections() noexcept {
-  dct_connections_.clear();
-  dct_loaded_ = false;
-  resp_ = Responder{};
+void DcTarget::forget_connections() noexcept {
+  connections_.clear();
+  loaded_ = false;
 }
 
 }  // namespace ibemu::engine

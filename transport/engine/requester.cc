@@ -1,10 +1,14 @@
 // The requester (IBA 9.7.4.1): turns send WQEs into request packets of at most
 // the path MTU, assigns PSNs, asks for ACKs, and resends from a PSN when the
-// completer rewinds it.
+// completer rewinds it (resume_at). Its cursor and PSNs are its own; the
+// completer reads them through requester.h and the shared state is QpCore.
 #include <algorithm>
 #include <cstring>
 
-#include "transport/engine/qp.h"
+#include "transport/engine/requester.h"
+
+#include "transport/engine/completer.h"
+#include "transport/engine/datagram.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/psn.h"
 
@@ -43,47 +47,53 @@ uint8_t pick_opcode(WrOpcode op, bool first, bool last) {
 
 }  // namespace
 
-// UC and XRC use RC's opcode layout with their own transport bits (IBA 9.2.1,
-// table 35; annex A14).
-uint8_t Qp::for_transport(uint8_t rc_opcode) const noexcept {
-  return static_cast<uint8_t>(rc_opcode | static_cast<uint8_t>(transport()) << 5);
+Requester::Requester(QpCore& qp, Completer& completer) : qp_(qp), completer_(completer) {
+  if (qp.init.type == QpType::kDci) dci_.emplace(qp);
 }
 
-wire::Transport Qp::transport() const noexcept {
-  switch (init_.type) {
-    case QpType::kUc:
-      return wire::Transport::kUc;
-    case QpType::kUd:
-      return wire::Transport::kUd;
-    case QpType::kXrcSend:
-    case QpType::kXrcRecv:
-      return wire::Transport::kXrc;
-    case QpType::kDci:
-    case QpType::kDct:
-      return wire::Transport::kDc;
-    default:
-      return wire::Transport::kRc;
+void Requester::reset() noexcept {
+  req_ = State{};
+  if (dci_) dci_->disconnect();
+}
+
+void Requester::start_at(uint32_t psn) noexcept {
+  req_.next_psn = psn;
+  req_.sent_end_psn = psn;
+}
+
+void Requester::flush() noexcept {
+  while (!qp_.sq.empty()) {
+    qp_.complete_send(qp_.sq.at(qp_.sq.head()), WcStatus::kWrFlushErr);
+    qp_.sq.pop();
   }
+  req_.cursor = qp_.sq.head();
+  req_.cursor_offset = 0;
 }
 
-// LRH and, for a global address vector, GRH toward the connected peer
-// (IBA 7.7, 8.3): both engines' packets leave through here.
-void Qp::fill_address_headers(wire::PacketHeaders& h, const AddressVector& av) const noexcept {
-  const PortAddress me = env_.ports->port(attr_.port_num);
-  engine::fill_address_headers(h, av, me);
-  h.bth.set_pkey(me.pkey(attr_.pkey_index));  // the QP's partition (IBA 10.9.2)
+// IBA 10.3.1.4: in SQD the messages already begun are finished; the send
+// queue is drained when none is left outstanding.
+bool Requester::drained() const noexcept {
+  return (qp_.sq.empty() || !qp_.sq.at(qp_.sq.head()).started) && req_.cursor_offset == 0;
 }
 
-size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
-                         bool solicited) noexcept {
+// The consumer that asked for it hears once that the drain is over
+// (IBV_EVENT_SQ_DRAINED, IBA 11.6.3.2).
+void Requester::check_drained() noexcept {
+  if (!drained_event_ || qp_.attr.qp_state != QpState::kSqd || !drained()) return;
+  drained_event_ = false;
+  if (qp_.env.on_event) qp_.env.on_event(qp_.init.qpn, QpEvent::kSqDrained);
+}
+
+size_t Requester::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,
+                                bool solicited) noexcept {
   wire::PacketHeaders h;
-  fill_address_headers(h, peer_.av);
+  qp_.fill_address_headers(h, qp_.peer.av);
   h.bth.set_opcode(opcode);
   h.bth.set_se(solicited);
-  h.bth.set_dest_qp(peer_.qpn);
+  h.bth.set_dest_qp(qp_.peer.qpn);
   h.bth.set_ack_req(ack_req);
   h.bth.set_psn(psn);
-  SendWqe* w = sq_.empty() || req_.cursor >= sq_.tail() ? nullptr : &sq_.at(req_.cursor);
+  SendWqe* w = qp_.sq.empty() || req_.cursor >= qp_.sq.tail() ? nullptr : &qp_.sq.at(req_.cursor);
   if (w) {
     h.reth.set_va(w->remote_addr + req_.cursor_offset);
     h.reth.set_rkey(w->rkey);
@@ -98,43 +108,16 @@ size_t Qp::build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_re
     h.atomic_eth.set_compare(w->opcode == WrOpcode::kAtomicCmpAndSwp ? w->compare_add : 0);
     h.xrceth.set_srqn(w->remote_srqn);
   }
-  if (init_.type == QpType::kDci) dci_fill_dceth(h.dceth, psn);
+  if (dci_) dci_->fill_dceth(h.dceth, psn);
   return wire::write_headers(buf, h);
-}
-
-void Qp::emit(uint8_t* buf, size_t header_len, size_t payload_len) noexcept {
-  size_t len = wire::finalize_packet(buf, header_len, payload_len, env_.sink->wants_crcs());
-  transmit(peer_.av.dlid, peer_.qpn, buf, len);
-}
-
-bool Qp::transmit(uint16_t dlid, uint32_t dest_qp, const uint8_t* packet, size_t len) noexcept {
-  const TxResult result = env_.sink->transmit(dlid, dest_qp, packet, len);
-  if (result == TxResult::kQueued && !link_busy_.exchange(true, std::memory_order_relaxed) &&
-      env_.link_waiters)
-    env_.link_waiters->add(init_.qpn);
-  if (env_.counters) {
-    PortCounters& c = env_.counters->at(attr_.port_num);
-    c.xmit_packets++;
-    c.xmit_bytes += len;
-    if (result == TxResult::kNoRoute) c.xmit_discards++;
-  }
-  return result == TxResult::kSent || result == TxResult::kQueued;
-}
-
-void Qp::resume_sending() noexcept {
-  if (!link_busy_.load(std::memory_order_relaxed)) return;
-  std::lock_guard lock(mutex_);
-  link_busy_.store(false, std::memory_order_relaxed);
-  responder_send_queued();
-  requester_pump();
 }
 
 // A READ or atomic is one request packet; its PSNs run on through the
 // response packets it asks for (IBA 9.7.4.1.3), so next_psn jumps past them.
 // Resent after a partial response, it asks only for what is missing: the
 // cursor offset says how much arrived.
-void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
-  const uint32_t mtu = mtu_bytes();
+void Requester::send_rd_atomic(SendWqe& wqe) noexcept {
+  const uint32_t mtu = qp_.mtu_bytes();
   const bool read = wqe.opcode == WrOpcode::kRdmaRead;
   if (!wqe.started) {
     wqe.started = true;
@@ -143,36 +126,36 @@ void Qp::requester_send_rd_atomic(SendWqe& wqe) noexcept {
     wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
   }
   const uint32_t psn = req_.next_psn;
-  const uint8_t opcode = for_transport(
+  const uint8_t opcode = qp_.for_transport(
       static_cast<uint8_t>(read                                       ? wire::Opcode::kRcReadRequest
                            : wqe.opcode == WrOpcode::kAtomicCmpAndSwp ? wire::Opcode::kRcCompareSwap
                                                                       : wire::Opcode::kRcFetchAdd));
-  size_t hlen = build_headers(tx_buf_, opcode, psn, false, false);
-  emit(tx_buf_, hlen, 0);
-  requester_advance_to(wire::psn_add(wqe.last_psn, 1));
+  size_t hlen = build_headers(qp_.tx_buf, opcode, psn, false, false);
+  qp_.emit(qp_.tx_buf, hlen, 0);
+  advance_to(wire::psn_add(wqe.last_psn, 1));
   req_.cursor_offset = wqe.length;
 }
 
 // IBA 9.7.4.1.3 / C9-49: at most max_rd_atomic READs and atomics may wait for
 // their responses; a fenced WQE (IBV_SEND_FENCE) waits until none does.
-bool Qp::requester_may_start(const SendWqe& wqe) const noexcept {
+bool Requester::may_start(const SendWqe& wqe) const noexcept {
   const bool rd_atomic = expects_response(wqe.opcode);
   if (!rd_atomic && !(wqe.flags & kSendFence)) return true;
   uint32_t outstanding = 0;
-  for (uint64_t pos = sq_.head(); pos < req_.cursor; ++pos)
-    outstanding += expects_response(sq_.at(pos).opcode);
+  for (uint64_t pos = qp_.sq.head(); pos < req_.cursor; ++pos)
+    outstanding += expects_response(qp_.sq.at(pos).opcode);
   if (wqe.flags & kSendFence && outstanding) return false;
-  return !rd_atomic || outstanding < attr_.max_rd_atomic;
+  return !rd_atomic || outstanding < qp_.attr.max_rd_atomic;
 }
 
 // Sends the next packet of `wqe` at the requester cursor. Returns true when
 // that was the WQE's last packet.
-bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
+bool Requester::send_packet(SendWqe& wqe) noexcept {
   if (expects_response(wqe.opcode)) {
-    requester_send_rd_atomic(wqe);
+    send_rd_atomic(wqe);
     return true;
   }
-  const uint32_t mtu = mtu_bytes();
+  const uint32_t mtu = qp_.mtu_bytes();
   if (!wqe.started) {
     wqe.started = true;
     wqe.first_psn = req_.next_psn;
@@ -188,22 +171,22 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
   // The packet that fills the window asks too: nothing more goes out until
   // an ACK comes, and a responder may hold back ACKs for packets that do not
   // ask (it coalesces).
-  const bool fills_window = requester_in_flight() + 1 >= req_.window;
-  const bool ack_req = reliable() && (last || index % kAckReqInterval == 0 || fills_window);
+  const bool fills_window = in_flight() + 1 >= req_.window;
+  const bool ack_req = qp_.reliable() && (last || index % kAckReqInterval == 0 || fills_window);
   const bool solicited = last && (wqe.flags & kSendSolicited);
-  uint8_t opcode = for_transport(pick_opcode(wqe.opcode, first, last));
-  size_t hlen = build_headers(tx_buf_, opcode, psn, ack_req, solicited);
-  uint8_t* data = tx_buf_ + hlen;
+  uint8_t opcode = qp_.for_transport(pick_opcode(wqe.opcode, first, last));
+  size_t hlen = build_headers(qp_.tx_buf, opcode, psn, ack_req, solicited);
+  uint8_t* data = qp_.tx_buf + hlen;
   if (wqe.is_inline) {
     std::memcpy(data, wqe.inline_data + off, payload);
-  } else if (copy_from_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, off, data, payload) !=
+  } else if (copy_from_sges(*qp_.env.mrs, qp_.init.pd, wqe.sge, wqe.num_sge, off, data, payload) !=
              MrCheck::kOk) {
     // IBA 10.7.2.2: a bad lkey on the send side is a local protection error.
-    requester_fail_wqe(WcStatus::kLocProtErr);
+    fail_wqe(WcStatus::kLocProtErr);
     return true;
   }
-  emit(tx_buf_, hlen, payload);
-  requester_advance_to(wire::psn_add(psn, 1));
+  qp_.emit(qp_.tx_buf, hlen, payload);
+  advance_to(wire::psn_add(psn, 1));
   req_.cursor_offset = off + payload;
   return last;
 }
@@ -212,12 +195,12 @@ bool Qp::requester_send_packet(SendWqe& wqe) noexcept {
 // error state, so the WQEs before it, sent but not yet acknowledged, are
 // flushed ahead of it (completions stay in order) and the error lands on the
 // WQE that caused it.
-void Qp::requester_fail_wqe(WcStatus status) noexcept {
-  while (sq_.head() < req_.cursor) {
-    complete_send(sq_.at(sq_.head()), WcStatus::kWrFlushErr);
-    sq_.pop();
+void Requester::fail_wqe(WcStatus status) noexcept {
+  while (qp_.sq.head() < req_.cursor) {
+    qp_.complete_send(qp_.sq.at(qp_.sq.head()), WcStatus::kWrFlushErr);
+    qp_.sq.pop();
   }
-  completer_error(status);
+  completer_.error(status);
 }
 
 // A bind or local invalidate takes effect when the requester reaches it, in
@@ -225,14 +208,13 @@ void Qp::requester_fail_wqe(WcStatus status) noexcept {
 // sends nothing; its PSN range is empty and sits just before the next packet,
 // so it completes once every WQE before it has (IBA 10.6.7.2). A WQE resent
 // after a rewind is not executed twice.
-void Qp::requester_execute_local(SendWqe& wqe) noexcept {
+void Requester::execute_local(SendWqe& wqe) noexcept {
   if (!wqe.started) {
     const MrCheck result = wqe.opcode == WrOpcode::kBindMw
-                               ? env_.mrs->bind_window(wqe.bind, init_.pd, init_.qpn)
-                               : env_.mrs->invalidate_window(wqe.imm_or_rkey, init_.pd, 0);
+                               ? qp_.env.mrs->bind_window(wqe.bind, qp_.init.pd, qp_.init.qpn)
+                               : qp_.env.mrs->invalidate_window(wqe.imm_or_rkey, qp_.init.pd, 0);
     if (result != MrCheck::kOk) {
-      requester_fail_wqe(wqe.opcode == WrOpcode::kBindMw ? WcStatus::kMwBindErr
-                                                         : WcStatus::kLocQpOpErr);
+      fail_wqe(wqe.opcode == WrOpcode::kBindMw ? WcStatus::kMwBindErr : WcStatus::kLocQpOpErr);
       return;
     }
     wqe.started = true;
@@ -240,39 +222,39 @@ void Qp::requester_execute_local(SendWqe& wqe) noexcept {
   }
   ++req_.cursor;
   req_.cursor_offset = 0;
-  completer_retire_local_operations();
+  completer_.retire_local_operations();
 }
 
-void Qp::requester_pump() noexcept {
+void Requester::pump() noexcept {
   // Every path that completes send WQEs ends here: the place to see an SQD
   // drain finish, whichever way the pump returns.
   struct DrainCheck {
-    Qp* qp;
-    ~DrainCheck() { qp->check_sq_drained(); }
+    Requester* requester;
+    ~DrainCheck() { requester->check_drained(); }
   } drain_check{this};
-  if (!sq_can_send() || comp_.rnr_wait_until) return;
+  if (!qp_.sq_can_send() || completer_.rnr_waiting()) return;
   bool sent = false;
-  while (req_.cursor < sq_.tail() && (!reliable() || requester_in_flight() < req_.window) &&
-         !link_busy_.load(std::memory_order_relaxed)) {
-    SendWqe& wqe = sq_.at(req_.cursor);
-    if (attr_.qp_state == QpState::kErr) return;
+  while (req_.cursor < qp_.sq.tail() && (!qp_.reliable() || in_flight() < req_.window) &&
+         !qp_.link_busy.load(std::memory_order_relaxed)) {
+    SendWqe& wqe = qp_.sq.at(req_.cursor);
+    if (qp_.attr.qp_state == QpState::kErr) return;
     // IBA 10.3.1: in SQD the messages already begun are finished (and resent
     // if need be), no new one starts until the QP is back in RTS.
-    if (attr_.qp_state == QpState::kSqd && !wqe.started) break;
-    if (req_.cursor_offset == 0 && !requester_may_start(wqe)) break;
-    if (init_.type == QpType::kDci && !wqe.started && !is_local_operation(wqe.opcode) &&
-        !dci_select_target(wqe))
+    if (qp_.attr.qp_state == QpState::kSqd && !wqe.started) break;
+    if (req_.cursor_offset == 0 && !may_start(wqe)) break;
+    if (dci_ && !wqe.started && !is_local_operation(wqe.opcode) &&
+        !dci_->select_target(wqe, qp_.sq.head() < req_.cursor, req_.next_psn))
       break;
     if (is_local_operation(wqe.opcode)) {
-      requester_execute_local(wqe);
+      execute_local(wqe);
       continue;
     }
-    if (init_.type == QpType::kUd) {
-      datagram_send(wqe);
+    if (datagram_) {
+      datagram_->send(wqe);
       continue;
     }
-    bool done = requester_send_packet(wqe);
-    if (attr_.qp_state == QpState::kErr) return;
+    bool done = send_packet(wqe);
+    if (qp_.attr.qp_state == QpState::kErr) return;
     sent = true;
     if (done) {
       ++req_.cursor;
@@ -280,37 +262,37 @@ void Qp::requester_pump() noexcept {
       // UC has no responses (IBA 9.8): a send WQE is complete as soon as its
       // last request packet is on the wire. Every earlier one already is, so
       // it is the head of the send queue.
-      if (init_.type == QpType::kUc) {
-        complete_send(sq_.at(sq_.head()), WcStatus::kSuccess);
-        sq_.pop();
+      if (qp_.init.type == QpType::kUc) {
+        qp_.complete_send(qp_.sq.at(qp_.sq.head()), WcStatus::kSuccess);
+        qp_.sq.pop();
       }
     }
   }
-  if (sent && reliable()) completer_packets_left();
+  if (sent && qp_.reliable()) completer_.packets_left();
 }
 
 // Packets between the oldest unacknowledged PSN and the cursor: the go-back-N
 // window. Counted from the cursor, not from the newest PSN sent, so a
 // retransmission may always resend a whole window.
-uint32_t Qp::requester_in_flight() const noexcept {
-  return static_cast<uint32_t>(wire::psn_diff(req_.next_psn, comp_.acked_psn) - 1);
+uint32_t Requester::in_flight() const noexcept {
+  return static_cast<uint32_t>(wire::psn_diff(req_.next_psn, completer_.acked_psn()) - 1);
 }
 
-void Qp::requester_window_grow(uint32_t acknowledged) noexcept {
-  if (req_.window >= Requester::kMaxWindow) return;
+void Requester::window_grow(uint32_t acknowledged) noexcept {
+  if (req_.window >= kMaxWindow) return;
   req_.window_growth += acknowledged;
-  while (req_.window_growth >= req_.window && req_.window < Requester::kMaxWindow) {
+  while (req_.window_growth >= req_.window && req_.window < kMaxWindow) {
     req_.window_growth -= req_.window;
     ++req_.window;
   }
 }
 
-void Qp::requester_window_shrink() noexcept {
-  req_.window = std::max(Requester::kMinWindow, req_.window / 2);
+void Requester::window_shrink() noexcept {
+  req_.window = std::max(kMinWindow, req_.window / 2);
   req_.window_growth = 0;
 }
 
-void Qp::requester_advance_to(uint32_t psn) noexcept {
+void Requester::advance_to(uint32_t psn) noexcept {
   req_.next_psn = psn;
   if (wire::psn_diff(psn, req_.sent_end_psn) > 0) req_.sent_end_psn = psn;
 }
@@ -319,19 +301,20 @@ void Qp::requester_advance_to(uint32_t psn) noexcept {
 // forward past packets sent before a rewind that an ACK has since covered.
 // The completer retired WQEs the cursor had not passed (their responses
 // arrived while the requester was rewound): it goes on after them.
-void Qp::requester_skip_retired() noexcept {
-  if (sq_.head() <= req_.cursor) return;
-  req_.cursor = sq_.head();
+void Requester::skip_retired() noexcept {
+  if (qp_.sq.head() <= req_.cursor) return;
+  req_.cursor = qp_.sq.head();
   req_.cursor_offset = 0;
 }
 
-void Qp::requester_resume_at(uint32_t psn) noexcept {
-  for (uint64_t pos = sq_.head(); pos < sq_.tail(); ++pos) {
-    SendWqe& w = sq_.at(pos);
+void Requester::resume_at(uint32_t psn) noexcept {
+  for (uint64_t pos = qp_.sq.head(); pos < qp_.sq.tail(); ++pos) {
+    SendWqe& w = qp_.sq.at(pos);
     if (!w.started || wire::psn_diff(psn, w.first_psn) < 0) break;
     if (wire::psn_diff(psn, w.last_psn) <= 0) {
       req_.cursor = pos;
-      req_.cursor_offset = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) * mtu_bytes();
+      req_.cursor_offset =
+          static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) * qp_.mtu_bytes();
       req_.next_psn = psn;
       return;
     }
@@ -342,6 +325,11 @@ void Qp::requester_resume_at(uint32_t psn) noexcept {
       req_.next_psn = psn;
     }
   }
+}
+
+void Requester::datagram_sent() noexcept {
+  req_.next_psn = wire::psn_add(req_.next_psn, 1);
+  ++req_.cursor;
 }
 
 }  // namespace ibemu::engine

@@ -1,10 +1,15 @@
 // The responder (IBA 9.7.5): checks each incoming request (source, PSN,
 // opcode sequence), executes it against this QP's receive queue or memory
-// regions, and acknowledges it.
+// regions, and acknowledges it. A DCT's DcTarget loads the context of the
+// packet's connection first; an XRC receive QP's XrcForwarder takes the
+// requests for other contexts' SRQs.
 #include <cstring>
 
 #include "transport/engine/atomics.h"
-#include "transport/engine/qp.h"
+#include "transport/engine/responder.h"
+
+#include "transport/engine/dc_target.h"
+#include "transport/engine/requester.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/psn.h"
 
@@ -27,50 +32,133 @@ bool payload_length_ok(uint32_t flags, size_t n, uint32_t mtu) {
 }
 }  // namespace
 
-void Qp::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
+Responder::Responder(QpCore& qp) : qp_(qp) {}
+
+void Responder::reset() noexcept {
+  resp_ = ResponderContext{};
+  responses_out_.clear();
+  held_acks_.clear();
+}
+
+RecvWqe* Responder::placing_into() noexcept {
+  RecvWqe* w = recv_current();
+  return w && resp_.in_send ? w : nullptr;
+}
+
+bool Responder::failed() const noexcept {
+  return qp_.attr.qp_state == QpState::kErr || (dct_ && !dct_->loaded());
+}
+
+void Responder::complete_recv(const RecvWqe& wqe, WcStatus status, WcOpcode op, uint32_t byte_len,
+                              uint32_t imm, uint32_t wc_flags, bool solicited,
+                              uint16_t slid) noexcept {
+  Completion c = recv_completion(wqe, status, op, byte_len, imm, wc_flags, slid);
+  c.qp_num = qp_.init.qpn;
+  c.src_qp = qp_.peer.qpn;
+  c.sl = qp_.peer.av.sl;
+  push_recv_completion(c, solicited);
+}
+
+void Responder::push_recv_completion(const Completion& c, bool solicited) noexcept {
+  // A WQE taken from another context's SRQ completes on that SRQ's CQ, which
+  // only its owner may touch.
+  if (resp_.held_srqn) {
+    XrcForwarder::send_completion(qp_, resp_.held_srqn, c, solicited);
+    return;
+  }
+  if (qp_.init.recv_cq && !qp_.init.recv_cq->push(c, solicited)) qp_.on_cq_overrun();
+}
+
+void Responder::flush() noexcept {
+  // With an SRQ only the WQE of a message in progress is this QP's; the rest
+  // stay for the other QPs (IBA 10.2.9.5.3).
+  while (RecvWqe* w = recv_current()) {
+    complete_recv(*w, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, false, 0);
+    recv_done();
+  }
+  resp_.in_send = false;
+}
+
+// An XRC receive QP has no receive queue: a WQE it holds came from an SRQ,
+// here or in another context.
+bool Responder::recv_ready() noexcept {
+  if (uses_srq()) return qp_.init.srq && !qp_.init.srq->empty();
+  return !qp_.rq.empty();
+}
+
+RecvWqe* Responder::recv_take() noexcept {
+  if (!uses_srq()) return qp_.rq.empty() ? nullptr : &qp_.rq.at(qp_.rq.head());
+  if (!resp_.srq_wqe_held && qp_.init.srq) resp_.srq_wqe_held = qp_.init.srq->take(&resp_.srq_wqe);
+  return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
+}
+
+RecvWqe* Responder::recv_current() noexcept {
+  if (uses_srq()) return resp_.srq_wqe_held ? &resp_.srq_wqe : nullptr;
+  return qp_.rq.empty() ? nullptr : &qp_.rq.at(qp_.rq.head());
+}
+
+void Responder::recv_done() noexcept {
+  if (uses_srq()) {
+    resp_.srq_wqe_held = false;
+    resp_.held_srqn = 0;
+  } else {
+    qp_.rq.pop();
+  }
+}
+
+// IBA 11.6.3.1 / 10.3.1: a QP on an SRQ in the error state will take no
+// further WQE from it; the consumer learns so before it destroys the QP.
+void Responder::last_wqe_reached() noexcept {
+  if ((qp_.init.srq || (xrc_ && xrc_->remote())) && qp_.env.on_event)
+    qp_.env.on_event(qp_.init.qpn, QpEvent::kLastWqeReached);
+}
+
+// The request's SRQ is another context's (xrc_forwarding.cc).
+void Responder::xrc_forward(const wire::PacketView& pkt, bool replay) noexcept {
+  if (xrc_->forward(pkt, replay) == Delivery::kNoRoute)
+    // No context has that SRQ: as for an SRQ that does not exist here.
+    fail(pkt.bth().psn(), NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+}
+
+void Responder::send_ack(uint32_t psn, uint8_t syndrome) noexcept {
   send_response(static_cast<uint8_t>(wire::Opcode::kRcAcknowledge), psn, syndrome, nullptr, 0, 0);
 }
 
-void Qp::release_held_acks() noexcept {
-  std::lock_guard lock(mutex_);
-  resend_held_acks(env_.clock->now());
-}
-
-Nanos Qp::resend_held_acks(Nanos now) noexcept {
+Nanos Responder::resend_held_acks(Nanos now) noexcept {
   if (held_acks_.empty()) return 0;
   return held_acks_.offer(now, [this](uint16_t dlid, uint32_t dest_qp, const uint8_t* p, size_t n) {
-    return transmit(dlid, dest_qp, p, n);
+    return qp_.transmit(dlid, dest_qp, p, n);
   });
 }
 
-ResponsePath Qp::response_path(const PortAddress& me) const noexcept {
-  return ResponsePath{peer_.av,  attr_.port_num, static_cast<uint8_t>(transport()),
-                      peer_.qpn, resp_.msn,      me.pkey(attr_.pkey_index)};
+ResponsePath Responder::response_path(const PortAddress& me) const noexcept {
+  return ResponsePath{qp_.peer.av,  qp_.attr.port_num, static_cast<uint8_t>(qp_.transport()),
+                      qp_.peer.qpn, resp_.msn,         me.pkey(qp_.attr.pkey_index)};
 }
 
-void Qp::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
-                       uint32_t len, uint64_t atomic_orig) noexcept {
+void Responder::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome,
+                              const uint8_t* payload, uint32_t len, uint64_t atomic_orig) noexcept {
   // One read of the port (a copy from the state page) per response.
-  const PortAddress me = env_.ports->port(attr_.port_num);
-  const size_t total = write_response(tx_buf_, response_path(me), me, opcode, psn, syndrome,
-                                      payload, len, atomic_orig, env_.sink->wants_crcs());
+  const PortAddress me = qp_.env.ports->port(qp_.attr.port_num);
+  const size_t total = write_response(qp_.tx_buf, response_path(me), me, opcode, psn, syndrome,
+                                      payload, len, atomic_orig, qp_.env.sink->wants_crcs());
   if (!responses_out_.empty()) {
     // Behind a READ still being answered: responses go in PSN order.
     QueuedResponse q;
-    q.packet.assign(tx_buf_, tx_buf_ + total);
+    q.packet.assign(qp_.tx_buf, qp_.tx_buf + total);
     responses_out_.push_back(std::move(q));
     return;
   }
-  if (transmit(peer_.av.dlid, peer_.qpn, tx_buf_, total))
-    held_acks_.delivered(peer_.av.dlid, peer_.qpn);
+  if (qp_.transmit(qp_.peer.av.dlid, qp_.peer.qpn, qp_.tx_buf, total))
+    held_acks_.delivered(qp_.peer.av.dlid, qp_.peer.qpn);
   else if (opcode == static_cast<uint8_t>(wire::Opcode::kRcAcknowledge))
-    held_acks_.hold(peer_.av.dlid, peer_.qpn, tx_buf_, total, env_.clock->now());
+    held_acks_.hold(qp_.peer.av.dlid, qp_.peer.qpn, qp_.tx_buf, total, qp_.env.clock->now());
 }
 
 // IBA 9.7.5.2.x: a request the responder cannot carry out. An RC QP goes to
 // the error state; the requester learns why through the NAK.
-void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexcept {
-  if (!reliable()) {
+void Responder::fail(uint32_t psn, NakCode code, WcStatus local_status) noexcept {
+  if (!qp_.reliable()) {
     // UC (IBA 9.8) has no NAK to send: the message is dropped silently, the
     // QP carries on and its receive WQE serves the next message.
     resp_.in_send = false;
@@ -85,64 +173,65 @@ void Qp::responder_fail(uint32_t psn, NakCode code, WcStatus local_status) noexc
   resp_.in_send = false;
   // A DCT serves every DCI that knows its key: an error ends the offending
   // connection only, the DCT stays in RTR for the others (docs/dc.md).
-  if (init_.type == QpType::kDct) {
-    dct_close_connection();
+  if (dct_) {
+    dct_->close_connection();
     return;
   }
-  enter_error();
+  qp_.enter_error();
   // IBA 11.6.3.1: errors the responder finds in a request, that no
   // completion of this QP reports, are affiliated asynchronous errors.
-  if (env_.on_event && code == NakCode::kInvalidRequest && local_status == WcStatus::kRemInvReqErr)
-    env_.on_event(init_.qpn, QpEvent::kReqErr);
-  if (env_.on_event && code == NakCode::kRemoteAccessError)
-    env_.on_event(init_.qpn, QpEvent::kAccessErr);
+  if (qp_.env.on_event && code == NakCode::kInvalidRequest &&
+      local_status == WcStatus::kRemInvReqErr)
+    qp_.env.on_event(qp_.init.qpn, QpEvent::kReqErr);
+  if (qp_.env.on_event && code == NakCode::kRemoteAccessError)
+    qp_.env.on_event(qp_.init.qpn, QpEvent::kAccessErr);
 }
 
 // IBA 9.6.1.1 (C9-40…): an RC/UC responder only takes packets from the QP it
 // is connected to: the source LID (and GID when a GRH is used).
-bool Qp::responder_accepts_source(const wire::PacketView& pkt) noexcept {
-  if (pkt.lrh().slid() != peer_.av.dlid) return false;
-  if (peer_.av.is_global && pkt.has_grh) {
+bool Responder::accepts_source(const wire::PacketView& pkt) noexcept {
+  if (pkt.lrh().slid() != qp_.peer.av.dlid) return false;
+  if (qp_.peer.av.is_global && pkt.has_grh) {
     uint8_t sgid[16];
     pkt.grh().sgid(sgid);
-    if (std::memcmp(sgid, peer_.av.dgid.data(), 16) != 0) return false;
+    if (std::memcmp(sgid, qp_.peer.av.dgid.data(), 16) != 0) return false;
   }
   return true;
 }
 
-void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
+void Responder::receive(const wire::PacketView& pkt) noexcept {
   // Nothing passes a request whose verdict another context still owes
   // (xrc_forwarding.cc): the packets behind it wait their turn.
-  if (fwd_.waiting) {
-    xrc_park(pkt);
+  if (xrc_ && xrc_->waiting()) {
+    xrc_->park(pkt);
     return;
   }
-  if (!rq_can_receive()) return;               // C9-..: packets to a QP not ready are dropped
-  if (init_.type == QpType::kXrcSend) return;  // an initiator only sends
+  if (!qp_.rq_can_receive()) return;              // C9-..: packets to a QP not ready are dropped
+  if (qp_.init.type == QpType::kXrcSend) return;  // an initiator only sends
   // IBA 9.6.1: the opcode's transport must be the QP's service type.
-  if (pkt.info->transport != transport()) return;
-  if (!responder_accepts_source(pkt)) return;
-  if (init_.type == QpType::kXrcRecv && !xrc_select_srq(pkt)) return;
+  if (pkt.info->transport != qp_.transport()) return;
+  if (!accepts_source(pkt)) return;
+  if (qp_.init.type == QpType::kXrcRecv && !xrc_select_srq(pkt)) return;
   const uint32_t flags = pkt.info->flags;
-  const bool rc = reliable();
+  const bool rc = qp_.reliable();
   const uint32_t psn = pkt.bth().psn();
   const int32_t diff = wire::psn_diff(psn, resp_.epsn);
 
-  if (rc && diff != 0) responder_check_first_psn(psn, diff);
+  if (rc && diff != 0) check_first_psn(psn, diff);
   if (rc && diff < 0) {
     // Duplicate (IBA 9.7.5.1.3): already executed. A READ is executed again
     // from its PSN (the requester asks only for what it is missing); an
     // atomic gets its saved result (C9-102); anything else is acknowledged
     // again so a requester whose ACK was lost can make progress.
     if (flags & wire::kIsReadRequest) {
-      if (xrc_remote())
+      if (xrc_ && xrc_->remote())
         xrc_forward(pkt, /*replay=*/true);
-      else if (attr_.qp_state != QpState::kErr)
-        responder_execute_read(pkt, psn);
+      else if (qp_.attr.qp_state != QpState::kErr)
+        execute_read(pkt, psn);
       return;
     }
     if (flags & wire::kIsAtomic) {
-      responder_replay_atomic(pkt);
+      replay_atomic(pkt);
       return;
     }
     if (pkt.bth().ack_req() || (flags & wire::kIsLast))
@@ -169,7 +258,7 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
   }
   resp_.nak_sent = false;
   resp_.accepted_any = true;
-  if (rc && (flags & wire::kIsFirst) && responder_forced_nak(psn)) return;
+  if (rc && (flags & wire::kIsFirst) && forced_nak(psn)) return;
 
   // Opcode sequence (IBA 9.7.5.1.2 / C9-89): inside a multi-packet message
   // only its middle/last packets may come.
@@ -177,88 +266,88 @@ void Qp::responder_receive(const wire::PacketView& pkt) noexcept {
   if ((resp_.in_send && !((flags & wire::kIsSend) && !first)) ||
       (resp_.in_write && !((flags & wire::kIsWrite) && !first)) ||
       (!resp_.in_send && !resp_.in_write && !first)) {
-    if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    if (rc) fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
   // A malformed length is an invalid request (class C: NAK, QP to error) on
   // RC; on UC the message is dropped silently.
   if ((flags & (wire::kIsSend | wire::kIsWrite)) &&
-      !payload_length_ok(flags, pkt.payload_len, mtu_bytes())) {
-    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+      !payload_length_ok(flags, pkt.payload_len, qp_.mtu_bytes())) {
+    fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
   // The request's SRQ is another context's: its owner executes it and the
   // verdict finishes it here.
-  if (xrc_remote() &&
+  if (xrc_ && xrc_->remote() &&
       (flags & (wire::kIsSend | wire::kIsWrite | wire::kIsReadRequest | wire::kIsAtomic))) {
     xrc_forward(pkt, /*replay=*/false);
     return;
   }
   if (flags & wire::kIsSend) {
-    responder_execute_send(pkt);
+    execute_send(pkt);
   } else if (flags & wire::kIsWrite) {
-    responder_execute_write(pkt);
+    execute_write(pkt);
   } else if (rc && (flags & wire::kIsReadRequest)) {
     // The responses carry the acknowledgement and the READ's PSNs run on
     // through them (IBA 9.7.5.1.2).
     uint32_t len = pkt.reth().dma_len();
-    uint32_t npkts = len ? (len + mtu_bytes() - 1) / mtu_bytes() : 1;
+    uint32_t npkts = len ? (len + qp_.mtu_bytes() - 1) / qp_.mtu_bytes() : 1;
     const uint32_t msn = resp_.msn;
     resp_.msn = wire::psn_add(msn, 1);  // the responses carry the READ's own MSN
-    responder_execute_read(pkt, psn);
-    if (responder_failed()) {
+    execute_read(pkt, psn);
+    if (failed()) {
       resp_.msn = msn;
       return;
     }
     resp_.epsn = wire::psn_add(psn, npkts);
     return;
   } else if (rc && (flags & wire::kIsAtomic)) {
-    responder_execute_atomic(pkt);
+    execute_atomic(pkt);
     return;
   } else {
-    if (rc) responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    if (rc) fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
-  responder_finish(pkt);
+  finish(pkt);
 }
 
 // A SEND or WRITE packet was executed: it consumes its PSN and is
 // acknowledged when the requester asked or the message ended (IBA 9.7.5.1.2).
-void Qp::responder_finish(const wire::PacketView& pkt) noexcept {
-  if (responder_failed()) return;
+void Responder::finish(const wire::PacketView& pkt) noexcept {
+  if (failed()) return;
   if (resp_.nak_sent) return;  // an RNR NAK went out; the PSN is not consumed
   const uint32_t psn = pkt.bth().psn();
   resp_.epsn = wire::psn_add(psn, 1);
-  if (reliable() && (pkt.bth().ack_req() || (pkt.info->flags & wire::kIsLast)))
+  if (qp_.reliable() && (pkt.bth().ack_req() || (pkt.info->flags & wire::kIsLast)))
     send_ack(psn, wire::make_ack_syndrome(kNoCredits));
 }
 
 // IBA 9.7.5.2.8: no receive WQE for the request at `psn`. The PSN is not
 // consumed: the requester resends it after the RNR timer.
-void Qp::responder_rnr_nak(uint32_t psn) noexcept {
-  send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+void Responder::rnr_nak(uint32_t psn) noexcept {
+  send_ack(psn, wire::make_rnr_nak_syndrome(qp_.attr.min_rnr_timer));
   resp_.nak_sent = true;
-  if (env_.spec) env_.spec->rnr_nak_sent(init_.qpn, psn);
+  if (qp_.env.spec) qp_.env.spec->rnr_nak_sent(qp_.init.qpn, psn);
 }
 
 // The first request since RTR is `diff` PSNs off rq_psn. Behind it, it is
 // taken for a duplicate of something never received; ahead by more than a requester may send
 // unacknowledged, no loss explains it: the requester started from another PSN (IBA 9.7.1).
-void Qp::responder_check_first_psn(uint32_t psn, int32_t diff) noexcept {
-  if (!env_.spec || resp_.accepted_any || is_dc()) return;
+void Responder::check_first_psn(uint32_t psn, int32_t diff) noexcept {
+  if (!qp_.env.spec || resp_.accepted_any || qp_.is_dc()) return;
   if (diff > 0 && diff <= static_cast<int32_t>(Requester::kMaxWindow)) return;
   resp_.accepted_any = true;  // one report per connection
-  env_.spec->psn_mismatch(init_.qpn, attr_.rq_psn, psn);
+  qp_.env.spec->psn_mismatch(qp_.init.qpn, qp_.attr.rq_psn, psn);
 }
 
 // ibemu fault nak: a new request answered as if the responder had no receive
 // WQE (RNR NAK) or had missed a packet (PSN sequence error NAK), without
 // executing it; the requester's retry paths do the rest.
-bool Qp::responder_forced_nak(uint32_t psn) noexcept {
-  if (!env_.forced_naks) return false;
-  switch (env_.forced_naks->take(init_.qpn)) {
+bool Responder::forced_nak(uint32_t psn) noexcept {
+  if (!qp_.env.forced_naks) return false;
+  switch (qp_.env.forced_naks->take(qp_.init.qpn)) {
     case ForcedNak::kRnr:
-      send_ack(psn, wire::make_rnr_nak_syndrome(attr_.min_rnr_timer));
+      send_ack(psn, wire::make_rnr_nak_syndrome(qp_.attr.min_rnr_timer));
       break;
     case ForcedNak::kPsnSequence:
       send_ack(resp_.epsn, wire::make_nak_syndrome(NakCode::kPsnSequenceError));
@@ -275,35 +364,35 @@ bool Qp::responder_forced_nak(uint32_t psn) noexcept {
 // uses; the SRQ must belong to the QP's XRC domain (IBA annex A14). An SRQ
 // this context does not have may be another process's: its owner checks the
 // domain and executes the request (xrc_forwarding.cc).
-bool Qp::xrc_select_srq(const wire::PacketView& pkt) noexcept {
+bool Responder::xrc_select_srq(const wire::PacketView& pkt) noexcept {
   const uint32_t srqn = pkt.xrceth().srqn();
-  SharedReceiveQueue* srq = env_.srqs ? env_.srqs->find(srqn) : nullptr;
-  if (!srq && srqn && env_.contexts) {
-    fwd_.srqn = srqn;
-    init_.srq = nullptr;
-    init_.pd = 0;
-    init_.recv_cq = nullptr;
+  SharedReceiveQueue* srq = qp_.env.srqs ? qp_.env.srqs->find(srqn) : nullptr;
+  if (!srq && srqn && qp_.env.contexts) {
+    xrc_->set_remote(srqn);
+    qp_.init.srq = nullptr;
+    qp_.init.pd = 0;
+    qp_.init.recv_cq = nullptr;
     return true;
   }
-  fwd_.srqn = 0;
-  if (!srq || srq->xrc().xrcd != init_.xrcd) {
-    responder_fail(pkt.bth().psn(), NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+  xrc_->set_remote(0);
+  if (!srq || srq->xrc().xrcd != qp_.init.xrcd) {
+    fail(pkt.bth().psn(), NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return false;
   }
-  init_.srq = srq;
-  init_.pd = srq->xrc().pd;
-  init_.recv_cq = srq->xrc().cq;
+  qp_.init.srq = srq;
+  qp_.init.pd = srq->xrc().pd;
+  qp_.init.recv_cq = srq->xrc().cq;
   return true;
 }
 
-void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
+void Responder::execute_send(const wire::PacketView& pkt) noexcept {
   const uint32_t flags = pkt.info->flags;
-  const bool rc = reliable();
+  const bool rc = qp_.reliable();
   const uint32_t psn = pkt.bth().psn();
   if (flags & wire::kIsFirst) {
     if (!recv_ready()) {
       // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8), silent drop on UC.
-      if (rc) responder_rnr_nak(psn);
+      if (rc) rnr_nak(psn);
       return;
     }
     recv_take();
@@ -317,12 +406,12 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
   if (uint64_t(resp_.recv_offset) + n > wqe.length) {
     // Message longer than the receive buffer: local length error here,
     // invalid request at the requester (IBA 9.7.5.2.4, C9-?).
-    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kLocLenErr);
+    fail(psn, NakCode::kInvalidRequest, WcStatus::kLocLenErr);
     return;
   }
-  if (n && copy_to_sges(*env_.mrs, init_.pd, wqe.sge, wqe.num_sge, resp_.recv_offset, pkt.payload(),
-                        n) != MrCheck::kOk) {
-    responder_fail(psn, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr);
+  if (n && copy_to_sges(*qp_.env.mrs, qp_.init.pd, wqe.sge, wqe.num_sge, resp_.recv_offset,
+                        pkt.payload(), n) != MrCheck::kOk) {
+    fail(psn, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr);
     return;
   }
   resp_.recv_offset += n;
@@ -337,8 +426,8 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
       // this QP, is invalid once the message completes. A key that names no
       // such window is an invalid request.
       imm = pkt.ieth().rkey();
-      if (env_.mrs->invalidate_window(imm, init_.pd, init_.qpn) != MrCheck::kOk) {
-        responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+      if (qp_.env.mrs->invalidate_window(imm, qp_.init.pd, qp_.init.qpn) != MrCheck::kOk) {
+        fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
         return;
       }
       wc_flags |= kWcWithInv;
@@ -352,13 +441,13 @@ void Qp::responder_execute_send(const wire::PacketView& pkt) noexcept {
   }
 }
 
-void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
+void Responder::execute_write(const wire::PacketView& pkt) noexcept {
   const uint32_t flags = pkt.info->flags;
   const uint32_t psn = pkt.bth().psn();
   // WRITE with immediate consumes a receive WQE (IBA 9.4.3); without one the
   // last packet is RNR NAK'd before anything of it is executed.
   if ((flags & wire::kIsLast) && (flags & wire::kHasImmDt) && !recv_ready()) {
-    if (reliable()) responder_rnr_nak(psn);
+    if (qp_.reliable()) rnr_nak(psn);
     return;
   }
   if (flags & wire::kIsFirst) {
@@ -370,12 +459,12 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
     resp_.write_remaining = reth.dma_len();
     // IBA 9.7.5.2.3 / C9-?: the whole range is checked when the message starts.
     MemorySpan dst;
-    if (!(attr_.qp_access_flags & kAccessRemoteWrite) ||
+    if (!(qp_.attr.qp_access_flags & kAccessRemoteWrite) ||
         (resp_.write_total &&
-         env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, resp_.write_total,
-                          kAccessRemoteWrite, &dst) != MrCheck::kOk)) {
+         qp_.env.mrs->remote(resp_.write_rkey, qp_.init.pd, qp_.init.qpn, resp_.write_va,
+                             resp_.write_total, kAccessRemoteWrite, &dst) != MrCheck::kOk)) {
       resp_.in_write = false;
-      responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+      fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
     }
   }
@@ -383,17 +472,17 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
   // The packets of an RDMA WRITE add up to exactly its DMA length (IBA 9.7.5.1).
   if (n > resp_.write_remaining || ((flags & wire::kIsLast) && n != resp_.write_remaining)) {
     resp_.in_write = false;
-    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
   if (n) {
     MemorySpan dst;
     // The region, or the device memory under it, went away mid-message.
-    if (env_.mrs->remote(resp_.write_rkey, init_.pd, init_.qpn, resp_.write_va, n,
-                         kAccessRemoteWrite, &dst) != MrCheck::kOk ||
+    if (qp_.env.mrs->remote(resp_.write_rkey, qp_.init.pd, qp_.init.qpn, resp_.write_va, n,
+                            kAccessRemoteWrite, &dst) != MrCheck::kOk ||
         !dst.write(0, pkt.payload(), n)) {
       resp_.in_write = false;
-      responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+      fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       return;
     }
   }
@@ -418,44 +507,44 @@ void Qp::responder_execute_write(const wire::PacketView& pkt) noexcept {
 // responses go out, one PMTU each, with PSNs from the request's on, as the
 // link takes them (responder_output.cc). A READ re-requested from a later
 // PSN (after lost responses) starts there.
-void Qp::responder_execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
+void Responder::execute_read(const wire::PacketView& pkt, uint32_t psn) noexcept {
   const wire::Reth reth = pkt.reth();
   const uint32_t len = reth.dma_len();
   MemorySpan src;
-  if (!(attr_.qp_access_flags & kAccessRemoteRead) ||
-      (len && env_.mrs->remote(reth.rkey(), init_.pd, init_.qpn, reth.va(), len, kAccessRemoteRead,
-                               &src) != MrCheck::kOk)) {
-    responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+  if (!(qp_.attr.qp_access_flags & kAccessRemoteRead) ||
+      (len && qp_.env.mrs->remote(reth.rkey(), qp_.init.pd, qp_.init.qpn, reth.va(), len,
+                                  kAccessRemoteRead, &src) != MrCheck::kOk)) {
+    fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  responder_queue_read(reth.va(), reth.rkey(), len, psn);
+  queue_read(reth.va(), reth.rkey(), len, psn);
 }
 
 // Atomics (IBA 9.4.5, 9.7.5.2.3): the address must be 8-byte aligned and
 // the region must allow remote atomics (atomics.h executes them).
-void Qp::responder_execute_atomic(const wire::PacketView& pkt) noexcept {
+void Responder::execute_atomic(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   const wire::AtomicEth a = pkt.atomic_eth();
   if (a.va() % 8 != 0) {  // C9-87: a misaligned atomic is an invalid request
-    responder_fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+    fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     return;
   }
   MemorySpan word;
   uint64_t orig;
   // 8-byte aligned: checked above.
-  if (!(attr_.qp_access_flags & kAccessRemoteAtomic) ||
-      env_.mrs->remote(a.rkey(), init_.pd, init_.qpn, a.va(), 8, kAccessRemoteAtomic, &word) !=
-          MrCheck::kOk ||
-      !execute_atomic(pkt.opcode(), a, word, &orig)) {
-    responder_fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+  if (!(qp_.attr.qp_access_flags & kAccessRemoteAtomic) ||
+      qp_.env.mrs->remote(a.rkey(), qp_.init.pd, qp_.init.qpn, a.va(), 8, kAccessRemoteAtomic,
+                          &word) != MrCheck::kOk ||
+      !engine::execute_atomic(pkt.opcode(), a, word, &orig)) {
+    fail(psn, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return;
   }
-  responder_atomic_done(psn, orig);
+  atomic_done(psn, orig);
 }
 
 // An executed atomic is remembered for its duplicates (C9-102), consumes its
 // PSN and is answered with the original value.
-void Qp::responder_atomic_done(uint32_t psn, uint64_t orig) noexcept {
+void Responder::atomic_done(uint32_t psn, uint64_t orig) noexcept {
   auto& slot = resp_.atomics[resp_.next_atomic++ % DeviceLimits::kMaxQpRdAtom];
   slot = {psn, orig, true};
   resp_.msn = wire::psn_add(resp_.msn, 1);
@@ -464,7 +553,7 @@ void Qp::responder_atomic_done(uint32_t psn, uint64_t orig) noexcept {
                 wire::make_ack_syndrome(kNoCredits), nullptr, 0, orig);
 }
 
-void Qp::responder_replay_atomic(const wire::PacketView& pkt) noexcept {
+void Responder::replay_atomic(const wire::PacketView& pkt) noexcept {
   const uint32_t psn = pkt.bth().psn();
   for (const auto& slot : resp_.atomics)
     if (slot.valid && slot.psn == psn) {

@@ -17,17 +17,17 @@ bool names_lkey(const Wqe& w, uint32_t lkey) {
 }  // namespace
 
 uint32_t Qp::wrs_using_lkey(uint32_t lkey) noexcept {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(core_.mutex);
   uint32_t n = 0;
-  for (uint64_t pos = sq_.head(); pos < sq_.tail(); ++pos) {
-    const SendWqe& w = sq_.at(pos);
+  for (uint64_t pos = core_.sq.head(); pos < core_.sq.tail(); ++pos) {
+    const SendWqe& w = core_.sq.at(pos);
     // Inline data was copied when the WR was posted: its buffer is free.
     if (!w.is_inline && names_lkey(w, lkey)) ++n;
   }
   // A receive counts once a message is being placed into it. One still
   // waiting may never be used: programs deregister before they destroy the
   // QP that holds it, and nothing arrives in between.
-  if (RecvWqe* w = recv_current(); w && resp_.in_send && names_lkey(*w, lkey)) ++n;
+  if (RecvWqe* w = responder_.placing_into(); w && names_lkey(*w, lkey)) ++n;
   return n;
 }
 

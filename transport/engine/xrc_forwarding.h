@@ -6,10 +6,11 @@
 // SRQ's WQEs, memory and CQ belong to another one, which the QP's process
 // must not touch. So the work is split where the spec splits it:
 //
-//  - the receive QP's context is the responder (xrc_forwarding.cc): it
-//    checks the request (source, PSN, opcode sequence, lengths), answers
-//    duplicates, keeps the MSN and sends ACKs and NAKs, exactly as for an SRQ
-//    of its own;
+//  - the receive QP's context is the responder: it checks the request
+//    (source, PSN, opcode sequence, lengths), answers duplicates, keeps the
+//    MSN and sends ACKs and NAKs, exactly as for an SRQ of its own; its
+//    XrcForwarder (below, xrc_forwarding.cc) carries the request over and
+//    the verdict back;
 //  - the SRQ owner's context executes what touches the SRQ's objects
 //    (xrc_srq_host.cc): it takes the receive WQE, checks keys against the
 //    SRQ's PD, places the data, completes on the SRQ's CQ, sends the READ
@@ -20,9 +21,12 @@
 // later packets before the verdict is back: they wait in the QP, in order,
 // so ordering and RNR behave as the spec says. Other QPs carry on meanwhile.
 #include <cstdint>
+#include <deque>
 #include <type_traits>
+#include <vector>
 
 #include "transport/engine/context_link.h"
+#include "transport/engine/qp_core.h"
 #include "transport/engine/response_path.h"
 #include "transport/engine/types.h"
 #include "transport/engine/work_queues.h"
@@ -96,5 +100,51 @@ static_assert(sizeof(XrcRequest) <= kMaxMessageExtra);
 static_assert(std::is_trivially_copyable_v<XrcRequest> &&
               std::is_trivially_copyable_v<XrcVerdict> &&
               std::is_trivially_copyable_v<XrcCompletion>);
+
+class Responder;
+
+/// An XRC receive QP's link to the contexts that own the SRQs its requests
+/// name: held by XRC receive QPs only, next to the responder it extends.
+class XrcForwarder {
+ public:
+  XrcForwarder(QpCore& qp, Responder& responder);
+
+  /// The current request's SRQ lives in another context (0: here).
+  void set_remote(uint32_t srqn) noexcept { fwd_.srqn = srqn; }
+  bool remote() const noexcept { return fwd_.srqn != 0; }
+  /// A request is with the SRQ's owner: nothing passes it.
+  bool waiting() const noexcept { return fwd_.waiting; }
+  /// Hands the request to the SRQ's owner. kNoRoute: no context has it.
+  Delivery forward(const wire::PacketView& pkt, bool replay) noexcept;
+  void park(const wire::PacketView& pkt) noexcept;
+  void receive_verdict(const XrcVerdict& v) noexcept;
+  void abandon() noexcept;
+  /// RESET: nothing awaited (the sequence numbers go on).
+  void reset() noexcept;
+  Nanos timer(Nanos now) noexcept;
+
+  /// A completion for a WQE of another context's SRQ, sent to its owner.
+  static void send_completion(QpCore& qp, uint32_t srqn, const Completion& c,
+                              bool solicited) noexcept;
+  /// A verdict no request awaits (the QP stopped waiting, or never
+  /// forwarded): a WQE the request took is flushed.
+  static void drop_verdict(QpCore& qp, const XrcVerdict& v) noexcept;
+
+ private:
+  void resume() noexcept;
+
+  QpCore& qp_;
+  Responder& responder_;
+  struct Forwarding {
+    uint32_t srqn = 0;     // the current packet's SRQ lives elsewhere (0: here)
+    bool waiting = false;  // a request is with the SRQ's owner
+    bool replay = false;   // ... and it is a duplicate READ
+    uint32_t seq = 0;      // the request awaited
+    uint32_t pending_srqn = 0;
+    Nanos deadline = 0;                       // when to ask whether the SRQ's owner still lives
+    std::vector<uint8_t> request;             // the packet awaiting its verdict
+    std::deque<std::vector<uint8_t>> parked;  // packets behind it, in order
+  } fwd_;
+};
 
 }  // namespace ibemu::engine
