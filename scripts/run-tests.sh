@@ -4,6 +4,10 @@ set -u
 BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
 status=0
+started=$(date +%s)
+# section TITLE: a suite's header, with the minutes the run has taken so far
+# (where CI's time goes).
+section() { echo "== $1 [$(( ($(date +%s) - started) / 60 )) min]"; }
 # A sanitized build (make test SANITIZE=...): every process that loads ibemu
 # code writes its sanitizer reports under $REPORTS, and any report fails the
 # run. Programs nobody here wrote leak at exit by design, so leaks are
@@ -31,17 +35,17 @@ sanitizer_reports() {
   return 1
 }
 if [ -n "$IBEMU_SANITIZE" ]; then
-  echo "== sanitized build ($IBEMU_SANITIZE); reports go to $REPORTS"
+  section "sanitized build ($IBEMU_SANITIZE); reports go to $REPORTS"
   rm -rf "$REPORTS" "$REPORTS.kept" && mkdir -p "$REPORTS"
   sanitizer_options 1
 fi
-echo "== formatting (clang-format, the repository's .clang-format)"
+section "formatting (clang-format, the repository's .clang-format)"
 if command -v clang-format >/dev/null 2>&1; then
   make -s format-check || { echo "run 'make format'"; status=1; }
 else
   echo "clang-format is not installed: formatting not checked"
 fi
-echo "== unit tests (GoogleTest via ctest)"
+section "unit tests (GoogleTest via ctest)"
 (cd "$BUILD" && ctest --output-on-failure -j"$(nproc)") || status=1
 sanitizer_reports "unit tests" || status=1
 [ -n "$IBEMU_SANITIZE" ] && sanitizer_options 0
@@ -49,32 +53,33 @@ sanitizer_reports "unit tests" || status=1
 # runtime preloaded; ThreadSanitizer's crashes them (at their first setjmp),
 # so a TSan build skips both.
 case $IBEMU_SANITIZE in
-  *thread*) echo "== preload shim and kernel module: skipped (ThreadSanitizer cannot run inside dash or bash)" ;;
+  *thread*) section "preload shim and kernel module: skipped (ThreadSanitizer cannot run inside dash or bash)" ;;
   *)
-    echo "== preload shim"
+    section "preload shim"
     tests/shim/test_shim.sh "$BUILD" || status=1
     sanitizer_reports "preload shim test" || status=1
-    echo "== kernel module (qemu with Debian's kernel)"
+    section "kernel module (qemu with Debian's kernel)"
     tests/kernel/run.sh "$BUILD"
     case $? in 0 | 77) ;; *) status=1 ;; esac
     ;;
 esac
-echo "== integration tests (pytest, real rdma-core programs)"
-IBEMU_BUILD="$BUILD" /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration || status=1
+section "integration tests (pytest, real rdma-core programs)"
+IBEMU_BUILD="$BUILD" /usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=15 tests/integration || status=1
 sanitizer_reports "integration tests" || status=1
-echo "== test harness for users (pytest-ibemu's tests, examples/rdma-retry)"
+section "test harness for users (pytest-ibemu's tests, examples/rdma-retry)"
 IBEMU_BUILD="$BUILD" PYTHONPATH=harness/pytest-ibemu/src /usr/bin/python3 -m pytest -v \
   -p no:cacheprovider -p pytest_ibemu.plugin harness/pytest-ibemu/tests || status=1
 examples/rdma-retry/run-tests.sh "$BUILD" || status=1
 sanitizer_reports "test harness" || status=1
-echo "== tutorials (docs/tutorials, run as written)"
+section "tutorials (docs/tutorials, run as written)"
 tests/tutorials/run.sh "$BUILD" || status=1
 sanitizer_reports "tutorials" || status=1
-echo "== fuzzing (libFuzzer with ASan and UBSan, ${FUZZ_SECONDS:-10} s per target)"
+section "fuzzing (libFuzzer with ASan and UBSan, ${FUZZ_SECONDS:-10} s per target)"
 if command -v clang >/dev/null 2>&1; then
   scripts/fuzz.sh "${FUZZ_BUILD:-build-fuzz}" "${FUZZ_SECONDS:-10}" || status=1
 else
   echo "clang is not installed: fuzz targets not run (their corpora ran with the unit tests)"
 fi
+section "done"
 if [ $status -ne 0 ]; then echo "ibemu: some tests FAILED"; else echo "ibemu: all tests passed"; fi
 exit $status
