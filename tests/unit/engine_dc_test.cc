@@ -178,6 +178,46 @@ TEST_F(EngineDc, GivenSendReadAndAtomicsExpectTheTargetsSrqCompletionAndResults)
   EXPECT_EQ(value, 40u);
 }
 
+// READ responses a DCT could not send at once (the link had no room) go to
+// the DCI that asked, though another DCI's request was handled meanwhile.
+TEST_F(EngineDc, GivenReadsOfTwoDcisQueuedBehindAFullLinkExpectEachDciItsOwnData) {
+  Dct t(pair.b, 0x101);
+  auto dci_a = make_dci(pair.a, 0x55);
+  auto dci_c = make_dci(c, 0x66);
+  constexpr uint32_t kLen = 6000;  // 6 responses at MTU 1024
+  Target src_a(pair.b, kLen), src_c(pair.b, kLen);
+  const std::vector<uint8_t> data_a = pattern(kLen, 1), data_c = pattern(kLen, 2);
+  std::copy(data_a.begin(), data_a.end(), src_a.region.bytes.begin() + kGap);
+  std::copy(data_c.begin(), data_c.end(), src_c.region.bytes.begin() + kGap);
+  Region rd_a = register_region(pair.a.engine, kLen, kLocal);
+  Region rd_c = register_region(c.engine, kLen, kLocal);
+  ASSERT_EQ(
+      post(*dci_a, to_dct(read_wr(1, {rd_a.sge(0, kLen)}, src_a.va(), src_a.rkey()), kLidB, 0x101)),
+      0);
+  ASSERT_EQ(
+      post(*dci_c, to_dct(read_wr(2, {rd_c.sge(0, kLen)}, src_c.va(), src_c.rkey()), kLidB, 0x101)),
+      0);
+  pair.link.congested = true;
+  pair.link.deliver_all();  // both requests reach the DCT; its responses wait
+  for (int round = 0; round < 100 && (pair.a.send_wcs.empty() || c.send_wcs.empty()); ++round) {
+    pair.link.end_congestion();
+    pair.b.engine.link_ready();
+    pair.link.congested = true;
+    pair.link.deliver_all();
+    pair.a.poll();
+    c.poll();
+  }
+  pair.link.end_congestion();
+  pair.b.engine.link_ready();
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty() && !c.send_wcs.empty(); }));
+  expect_all(pair.a.send_wcs, WcStatus::kSuccess);
+  expect_all(c.send_wcs, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(data_a.begin(), data_a.end(), rd_a.bytes.begin()));
+  EXPECT_TRUE(std::equal(data_c.begin(), data_c.end(), rd_c.bytes.begin()));
+  EXPECT_EQ(packets_from(pair, kLidA), 1u) << "DCI A asked once: no response went astray";
+  EXPECT_EQ(packets_from(pair, kLidC), 1u) << "DCI C asked once: no response went astray";
+}
+
 TEST_F(EngineDc, GivenLostPacketsIncludingTheConnectingOneExpectEverythingDeliveredOnce) {
   Dct t(pair.b, 0x101);
   auto dci = make_dci(pair.a, 0x55);

@@ -33,12 +33,6 @@ ConnectParams small_mtu() {
   return p;
 }
 
-size_t packets_from(const EnginePair& pair, uint16_t lid) {
-  size_t n = 0;
-  for (const WirePacket& p : pair.link.log()) n += p.slid() == lid;
-  return n;
-}
-
 TEST(LinkCredits, GivenACongestedLinkExpectTheRequesterToStopAfterOnePacketAndGoOnWhenReady) {
   EnginePair pair(small_mtu());
   Target target(pair.b, 8 * 256);
@@ -83,6 +77,28 @@ TEST(LinkCredits, GivenACongestedLinkExpectReadResponsesProducedOneAtATimeAndAll
   ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
   expect_all(pair.a.send_wcs, WcStatus::kSuccess);
   EXPECT_TRUE(std::equal(data.begin(), data.end(), dst.bytes.begin()));
+}
+
+// A responder that entered the error state sends nothing more (IBA 10.3.1):
+// the READ responses still waiting for room are dropped with it.
+TEST(LinkCredits, GivenReadResponsesWaitingWhenTheResponderEntersErrorExpectNoneSent) {
+  EnginePair pair(small_mtu());
+  constexpr size_t kLen = 16 * 256;
+  Target source(pair.b, kLen);
+  auto dst = testing::register_region(pair.a.engine, kLen, kLocal, kGuard);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::read_wr(1, {dst.sge(0, uint32_t(kLen))}, source.va(),
+                                                       source.rkey())),
+            0);
+  pair.link.congested = true;
+  pair.link.deliver_all();  // B takes the request; its first response waits
+  ASSERT_EQ(pair.link.waiting(), 1u);
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_EQ(pair.b.qp->modify(err, kQpState), 0);
+  pair.link.end_congestion();
+  pair.b.engine.link_ready();
+  pair.link.deliver_all();
+  EXPECT_EQ(packets_from(pair, kLidB), 1u) << "only the response that had already left";
 }
 
 // The requester went back to ask for a READ again (its local ACK timer ran

@@ -697,6 +697,14 @@ inline void expect_all(const std::vector<Completion>& wcs, WcStatus s) {
   for (const Completion& c : wcs) EXPECT_EQ(c.status, s) << "wr_id " << c.wr_id;
 }
 
+/// How many packets the port with `lid` put on the link: more than a
+/// transfer needs means something was sent twice.
+inline size_t packets_from(const EnginePair& pair, uint16_t lid) {
+  size_t n = 0;
+  for (const WirePacket& p : pair.link.log()) n += p.slid() == lid;
+  return n;
+}
+
 /// The message sizes parameterized transfer tests walk through, by index:
 /// 0 B, 1 B, MTU-1, MTU, MTU+1 and 1 MiB.
 inline size_t size_for(uint32_t mtu, int kind) {

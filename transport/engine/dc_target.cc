@@ -110,6 +110,31 @@ bool DcTarget::load_connection(const wire::PacketView& pkt) noexcept {
   return true;
 }
 
+DcConnectionId DcTarget::loaded_id() const noexcept {
+  if (!loaded_) return {};
+  auto it = connections_.find(loaded_source_);
+  if (it == connections_.end()) return {};
+  return DcConnectionId{true, loaded_source_, it->second.connection};
+}
+
+bool DcTarget::reload(const DcConnectionId& id) noexcept {
+  auto it = connections_.find(id.source);
+  if (!id.valid || it == connections_.end() || it->second.connection != id.number ||
+      it->second.closed)
+    return false;
+  if (loaded_ && loaded_source_ == id.source) return true;
+  store_connection();
+  responder_.load_context(it->second.resp);
+  qp_.peer = it->second.peer;
+  loaded_ = true;
+  loaded_source_ = id.source;
+  return true;
+}
+
+void DcTarget::restore(const DcConnectionId& id) noexcept {
+  if (!reload(id)) store_connection();
+}
+
 // The loaded context goes back to its slot (the next packet may be another
 // DCI's).
 void DcTarget::store_connection() noexcept {

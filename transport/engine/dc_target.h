@@ -18,6 +18,13 @@ class DcTarget {
   /// Whether a connection's context is in the responder (an error closes it).
   bool loaded() const noexcept { return loaded_; }
   void close_connection() noexcept;
+  /// The connection loaded now (invalid: none), for responses queued to it.
+  DcConnectionId loaded_id() const noexcept;
+  /// Loads a connection again to send what was queued for it; false when
+  /// it has since closed or been replaced by a newer one.
+  bool reload(const DcConnectionId& id) noexcept;
+  /// Back to `id` after reloads (none loaded when it is invalid or gone).
+  void restore(const DcConnectionId& id) noexcept;
   /// RESET: every connection is gone.
   void forget_connections() noexcept;
 

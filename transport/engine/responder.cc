@@ -77,6 +77,9 @@ void Responder::flush() noexcept {
     recv_done();
   }
   resp_.in_send = false;
+  // In ERR the responder sends nothing more (IBA 10.3.1): READ responses
+  // and ACKs still owed are dropped with it.
+  responses_out_.clear();
 }
 
 // An XRC receive QP has no receive queue: a WQE it holds came from an SRQ,
@@ -146,6 +149,7 @@ void Responder::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome,
     // Behind a READ still being answered: responses go in PSN order.
     QueuedResponse q;
     q.packet.assign(qp_.tx_buf, qp_.tx_buf + total);
+    if (dct_) q.dc = dct_->loaded_id();
     responses_out_.push_back(std::move(q));
     return;
   }

@@ -20,6 +20,14 @@ namespace ibemu::engine {
 class DcTarget;
 class XrcForwarder;
 
+/// One DCI connection of a DC target (dc_target.h): its DCI (source LID and
+/// DCI number) and the connection's number.
+struct DcConnectionId {
+  bool valid = false;
+  uint64_t source = 0;
+  uint32_t number = 0;
+};
+
 /// A response the responder still owes (responder_output.cc): an RDMA READ
 /// being answered, one PMTU at a time, or a finished packet waiting behind one.
 struct QueuedResponse {
@@ -30,6 +38,7 @@ struct QueuedResponse {
   uint32_t psn = 0;   // ... the first response's PSN
   uint32_t msn = 0;   // ... the MSN its responses carry (the READ's own)
   uint32_t sent = 0;  // ... and how many responses left
+  DcConnectionId dc;  // a DCT's: the DCI connection it answers
 };
 
 /// What the responder knows of the requester it serves. A DC target keeps

@@ -2,6 +2,7 @@
 // PMTU at a time while the link has room, never all at once, and every
 // other response waits behind them, so responses reach the requester in PSN
 // order. A 4 MiB READ is thus 4 KiB of memory in flight, not 4 MiB queued.
+#include "transport/engine/dc_target.h"
 #include "transport/engine/responder.h"
 #include "transport/wire/opcode.h"
 
@@ -14,20 +15,28 @@ void Responder::queue_read(uint64_t va, uint32_t rkey, uint32_t len, uint32_t ps
   r.len = len;
   r.psn = psn;
   r.msn = resp_.msn;
+  if (dct_) r.dc = dct_->loaded_id();
   responses_out_.push_back(std::move(r));
   send_queued();
 }
 
 void Responder::send_queued() noexcept {
+  // A DCT's responses go to the DCI connection they answer, whichever is
+  // loaded when the link has room; one that closed or was replaced since
+  // gets none. The connection of the packet being handled is put back.
+  const DcConnectionId was = dct_ ? dct_->loaded_id() : DcConnectionId{};
   while (!responses_out_.empty() && !qp_.link_busy.load(std::memory_order_relaxed)) {
     QueuedResponse& r = responses_out_.front();
-    if (!r.packet.empty()) {
+    if (dct_ && !dct_->reload(r.dc)) {
+      responses_out_.pop_front();
+    } else if (!r.packet.empty()) {
       qp_.transmit(qp_.peer.av.dlid, qp_.peer.qpn, r.packet.data(), r.packet.size());
       responses_out_.pop_front();
     } else if (send_read_packet(r)) {
       responses_out_.pop_front();
     }
   }
+  if (dct_) dct_->restore(was);
 }
 
 // Sends the next response of READ `r`; true when it was the last (or the
