@@ -63,7 +63,10 @@ int Qp::modify(const QpAttr& a, uint32_t mask) noexcept {
 
   if (mask & kQpAccessFlags) core_.attr.qp_access_flags = a.qp_access_flags;
   if (mask & kQpPkeyIndex) core_.attr.pkey_index = a.pkey_index;
-  if (mask & kQpPort) core_.attr.port_num = a.port_num;
+  if (mask & kQpPort) {
+    core_.attr.port_num = a.port_num;
+    port_hint_.store(a.port_num, std::memory_order_relaxed);
+  }
   if ((mask & (kQpPkeyIndex | kQpPort)) && core_.env.ports) core_.refresh_pkey();
   if (mask & kQpQkey) core_.attr.qkey = a.qkey;
   if (mask & kQpAv) {

@@ -70,7 +70,7 @@ class Qp {
   bool is_dc() const noexcept { return core_.is_dc(); }
   /// The port the QP was last bound to (read without the QP's lock: a hint
   /// for counters).
-  uint8_t port() const { return core_.attr.port_num; }
+  uint8_t port() const { return port_hint_.load(std::memory_order_relaxed); }
 
   // --- verbs (any thread) ---
   int modify(const QpAttr& attr, uint32_t mask) noexcept;
@@ -112,6 +112,8 @@ class Qp {
   void reset_transport_state() noexcept;
 
   QpCore core_;
+  // The port, readable without the QP's lock (a hint for counters).
+  std::atomic<uint8_t> port_hint_{0};
   Completer completer_;
   Requester requester_;
   Responder responder_;

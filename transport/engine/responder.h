@@ -50,8 +50,7 @@ struct ResponderContext {
   bool accepted_any = false;  // since RTR: a request in sequence, or a mismatch reported
   bool in_send = false;       // inside a multi-packet SEND
   uint32_t recv_offset = 0;
-  bool recv_error = false;  // message being dropped after a local error
-  bool in_write = false;    // inside a multi-packet RDMA WRITE
+  bool in_write = false;  // inside a multi-packet RDMA WRITE
   uint64_t write_va = 0;
   uint32_t write_rkey = 0;
   uint32_t write_remaining = 0;
