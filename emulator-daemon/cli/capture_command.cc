@@ -12,6 +12,7 @@
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/child_process.h"
+#include "emulator-daemon/cli/cli_args.h"
 #include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
@@ -26,12 +27,14 @@ Json start_request(const CaptureOptions& o) {
   Json start = {{"op", "capture_start"}, {"file", std::filesystem::absolute(o.file).string()},
                 {"count", o.count},      {"file_bytes", uint64_t(o.file_megabytes * 1e6)},
                 {"files", o.files},      {"linktype", o.linktype}};
-  if (!o.interface.empty()) {
-    const auto colon = o.interface.find(':');
-    start["device"] = o.interface.substr(0, colon);
-    if (colon != std::string::npos) start["port"] = std::stoi(o.interface.substr(colon + 1));
+  // Both were checked when the command line was read.
+  InterfaceArg where;
+  if (!o.interface.empty() && parse_interface(o.interface, &where).empty()) {
+    start["device"] = where.device;
+    if (where.port) start["port"] = *where.port;
   }
-  if (!o.qpn.empty()) start["qpn"] = std::stoul(o.qpn, nullptr, 0);
+  uint32_t qpn = 0;
+  if (!o.qpn.empty() && parse_qpn(o.qpn, &qpn).empty()) start["qpn"] = qpn;
   if (o.lid >= 0) start["lid"] = o.lid;
   return start;
 }

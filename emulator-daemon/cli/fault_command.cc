@@ -4,9 +4,19 @@
 
 #include "common/control_channel.h"
 #include "common/runtime_paths.h"
+#include "emulator-daemon/cli/cli_args.h"
 #include "emulator-daemon/cli/daemon_session.h"
 
 namespace ibemu {
+
+namespace {
+
+int refuse(const std::string& why) {
+  std::cerr << "ibemu fault: " << why << "\n";
+  return 1;
+}
+
+}  // namespace
 
 int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
   const char* op = o.action == "set"     ? "fault_set"
@@ -17,9 +27,11 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
   if (o.action == "link" && o.interface.rfind("host:", 0) == 0) {
     req["peer"] = o.interface.substr(5);  // the cable to another host
   } else if (!o.interface.empty()) {
-    const auto colon = o.interface.find(':');
-    req["device"] = o.interface.substr(0, colon);
-    if (colon != std::string::npos) req["port"] = std::stoi(o.interface.substr(colon + 1));
+    InterfaceArg where;
+    if (const std::string bad = parse_interface(o.interface, &where); !bad.empty())
+      return refuse(bad);
+    req["device"] = where.device;
+    if (where.port) req["port"] = *where.port;
   }
   if (o.action == "set") {
     req["drop"] = o.drop;
@@ -32,7 +44,9 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
   }
   if (o.action == "link") req["up"] = o.link_state == "up";
   if (o.action == "nak") {
-    req["qpn"] = std::stoul(o.qpn, nullptr, 0);
+    uint32_t qpn = 0;
+    if (const std::string bad = parse_qpn(o.qpn, &qpn); !bad.empty()) return refuse(bad);
+    req["qpn"] = qpn;
     req["kind"] = o.nak_kind;
     req["count"] = o.count;
   }

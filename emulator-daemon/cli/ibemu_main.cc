@@ -22,6 +22,7 @@
 #include "common/runtime_lock.h"
 #include "common/runtime_paths.h"
 #include "emulator-daemon/cli/capture_command.h"
+#include "emulator-daemon/cli/cli_args.h"
 #include "emulator-daemon/cli/daemon_session.h"
 #include "emulator-daemon/cli/environment.h"
 #include "emulator-daemon/cli/fault_command.h"
@@ -407,21 +408,26 @@ int main(int argc, char** argv) {
   auto* fault_cmd = app.add_subcommand("fault", "inject faults into links, pull cables");
   fault_cmd->require_subcommand(1);
   auto* fault_set = fault_cmd->add_subcommand("set", "what the links of ports do to packets");
-  fault_set->add_option("-i,--interface", fault.interface, "DEVICE or DEVICE:PORT (default: all)");
+  fault_set->add_option("-i,--interface", fault.interface, "DEVICE or DEVICE:PORT (default: all)")
+      ->check(ibemu::interface_check());
   fault_set->add_option("--drop", fault.drop, "percent of packets lost")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(ibemu::percent_check());
   fault_set->add_option("--duplicate", fault.duplicate, "percent delivered twice")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(ibemu::percent_check());
   fault_set->add_option("--reorder", fault.reorder, "percent held back behind the next packet")
-      ->check(CLI::Range(0.0, 100.0));
-  fault_set->add_option("--delay", fault.delay_us, "microseconds added to every packet");
-  fault_set->add_option("--jitter", fault.jitter_us, "plus up to this many microseconds");
-  fault_set->add_option("--rate", fault.rate_mbps, "bandwidth cap in Mb/s");
+      ->check(ibemu::percent_check());
+  const CLI::Validator unsigned_check = ibemu::whole_number_check(UINT32_MAX);
+  fault_set->add_option("--delay", fault.delay_us, "microseconds added to every packet")
+      ->check(unsigned_check);
+  fault_set->add_option("--jitter", fault.jitter_us, "plus up to this many microseconds")
+      ->check(unsigned_check);
+  fault_set->add_option("--rate", fault.rate_mbps, "bandwidth cap in Mb/s")->check(unsigned_check);
   fault_set->add_option("--seed", fault.seed, "seed of the random decisions (replayable)")
+      ->check(ibemu::whole_number_check(UINT64_MAX))
       ->capture_default_str();
   auto* fault_clear = fault_cmd->add_subcommand("clear", "perfect links again");
-  fault_clear->add_option("-i,--interface", fault.interface,
-                          "DEVICE or DEVICE:PORT (default: all)");
+  fault_clear->add_option("-i,--interface", fault.interface, "DEVICE or DEVICE:PORT (default: all)")
+      ->check(ibemu::interface_check());
   auto* fault_link = fault_cmd->add_subcommand("link", "pull a port's cable or plug it back");
   fault_link
       ->add_option("interface", fault.interface,
@@ -432,11 +438,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"down", "up"}));
   auto* fault_nak = fault_cmd->add_subcommand("nak", "make a QP's responder NAK its next requests");
   fault_nak->add_option("device", fault.interface, "DEVICE")->required();
-  fault_nak->add_option("qpn", fault.qpn, "QP number (decimal or 0x...)")->required();
+  fault_nak->add_option("qpn", fault.qpn, "QP number (decimal or 0x...)")
+      ->required()
+      ->check(ibemu::qpn_check());
   fault_nak->add_option("kind", fault.nak_kind, "rnr or psn (PSN sequence error)")
       ->required()
       ->check(CLI::IsMember({"rnr", "psn"}));
   fault_nak->add_option("-c,--count", fault.count, "how many requests (0 cancels)")
+      ->check(unsigned_check)
       ->capture_default_str();
   auto* topology =
       app.add_subcommand("topology", "the switch, its ports and what they are cabled to");
@@ -444,10 +453,14 @@ int main(int argc, char** argv) {
   auto* capture = app.add_subcommand("capture", "write the packets crossing ports to a pcap file");
   capture->add_option("-w,--write", cap.file, "pcap file (LINKTYPE_INFINIBAND) to write")
       ->required();
-  capture->add_option("-i,--interface", cap.interface, "DEVICE or DEVICE:PORT (default: all)");
-  capture->add_option("--qpn", cap.qpn, "only packets to or from this QP number");
-  capture->add_option("--lid", cap.lid, "only packets from or to this LID");
-  capture->add_option("-c,--count", cap.count, "stop after this many packets");
+  capture->add_option("-i,--interface", cap.interface, "DEVICE or DEVICE:PORT (default: all)")
+      ->check(ibemu::interface_check());
+  capture->add_option("--qpn", cap.qpn, "only packets to or from this QP number")
+      ->check(ibemu::qpn_check());
+  capture->add_option("--lid", cap.lid, "only packets from or to this LID")
+      ->check(ibemu::whole_number_check(0xffff));
+  capture->add_option("-c,--count", cap.count, "stop after this many packets")
+      ->check(ibemu::whole_number_check(UINT64_MAX));
   capture->add_option("-G,--duration", cap.duration, "stop after this many seconds");
   capture->add_option("-C,--file-size", cap.file_megabytes,
                       "start a new file after this many MB (a ring of -W files)");

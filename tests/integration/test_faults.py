@@ -128,6 +128,34 @@ def test_bad_requests(lossy):
     assert "faults" not in port_status(lossy, "ibemu1", 2)
 
 
+# Mistyped values: refused with a message naming the option and the value,
+# before the daemon is asked (none runs here); never an exception's text, a
+# NaN passed on, or a number clipped or cut short.
+@pytest.mark.parametrize("args,option", [
+    (["fault", "set", "--drop", "nan"], "--drop"),
+    (["fault", "set", "--reorder", "inf"], "--reorder"),
+    (["fault", "set", "-i", ":"], "--interface"),
+    (["fault", "set", "-i", "ibemu0:1:2"], "--interface"),
+    (["fault", "clear", "-i", "ibemu0:"], "--interface"),
+    (["fault", "set", "--seed", "-1"], "--seed"),
+    (["fault", "set", "--seed", "99999999999999999999"], "--seed"),
+    (["fault", "set", "--delay", "-1"], "--delay"),
+    (["fault", "nak", "ibemu0", "abc", "rnr"], "qpn"),
+    (["fault", "nak", "ibemu0", "0x1000000", "rnr"], "qpn"),
+    (["capture", "-w", "/dev/null", "--qpn", "abc"], "--qpn"),
+    (["capture", "-w", "/dev/null", "-i", "ibemu0:x"], "--interface"),
+    (["capture", "-w", "/dev/null", "--lid", "70000"], "--lid"),
+])
+def test_mistyped_values_are_refused_by_name(tmp_path, args, option):
+    r = subprocess.run([str(BUILD / "bin" / "ibemu"), *args], capture_output=True, text=True,
+                       env={"IBEMU_RUNTIME_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                       timeout=30)
+    assert r.returncode != 0, r.stdout + r.stderr
+    bad = args[3] if args[:2] == ["fault", "nak"] else args[-1]
+    assert r.stderr.startswith(f"{option}: '{bad}'"), r.stderr
+    assert not re.search(r"sto[iu]l?|type_error|terminate|not running", r.stderr), r.stderr
+
+
 @pytest.mark.parametrize("kind,syndromes", [("rnr", range(0x20, 0x40)), ("psn", [0x60])])
 def test_forced_naks_on_a_qp(lossy, tmp_path, kind, syndromes):
     pcap = tmp_path / f"{kind}.pcap"
