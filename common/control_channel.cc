@@ -155,6 +155,13 @@ bool reply_ok(const Json& reply) noexcept {
 }
 
 std::string daemon_not_running_message(const std::string& socket_path) {
+  // A socket this user may not reach is another user's daemon, not a
+  // missing one: "start it" would only fail again.
+  ControlClient probe;
+  if (probe.connect(socket_path) == EACCES)
+    return "ibemud's socket " + socket_path +
+           " is not yours to use (permission denied): ask its owner, or run a fabric of your "
+           "own in a runtime directory of your own (-r DIR or IBEMU_RUNTIME_DIR)";
   return "ibemud is not running (start it with: ibemu up); no daemon answers on " + socket_path;
 }
 

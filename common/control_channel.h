@@ -69,7 +69,8 @@ uint64_t reply_uint_or(const Json& reply, const char* key, uint64_t fallback) no
 /// Whether the reply says "ok": true.
 bool reply_ok(const Json& reply) noexcept;
 
-/// The message users see when no daemon answers on the socket.
+/// The message users see when no daemon answers on the socket (or when it
+/// is another user's, which they may not reach).
 std::string daemon_not_running_message(const std::string& socket_path);
 
 }  // namespace ibemu

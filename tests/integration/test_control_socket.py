@@ -5,6 +5,7 @@ import json
 import os
 import random
 import socket
+import subprocess
 
 import pytest
 
@@ -157,3 +158,21 @@ def test_another_users_process_reaches_a_qp_only_when_the_daemon_shares(users):
     finally:
         f.down()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_users_socket_is_named_as_such_not_as_a_missing_daemon(fabric):
+    """A user who may not reach the socket is told it is another user's, not
+    that no daemon runs (which `ibemu up` would then fail to fix)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to play two users")
+
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+    r = subprocess.run([fabric.ibemu_bin, "-r", str(fabric.runtime_dir), "status"],
+                       capture_output=True, text=True, timeout=30, preexec_fn=as_nobody)
+    assert r.returncode != 0, r.stdout
+    assert "not yours to use (permission denied)" in r.stderr, r.stderr
+    assert "not running" not in r.stderr, r.stderr
