@@ -58,6 +58,10 @@ Json Daemon::do_resolve_ip(const Json& req) {
   return reply;
 }
 
+namespace {
+constexpr int kFirstUnprivilegedPort = 1024;  // the kernel's PROT_SOCK
+}  // namespace
+
 Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
   const int ps = req.at("ps").get<int>();
   const std::string ip = IpAddresses::canonical(req.at("ip").get<std::string>());
@@ -70,6 +74,11 @@ Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
       return error_reply(EINVAL, "this session has no such binding");
     return {{"ok", true}};
   }
+  // As the kernel's rdma_cm: a port below 1024 needs CAP_NET_BIND_SERVICE,
+  // which the daemon can only know of as root's.
+  if (port != 0 && port < kFirstUnprivilegedPort && s.uid != 0)
+    return error_reply(EACCES, fmt::format("rdma_cm port {} is privileged (below {})", port,
+                                           kFirstUnprivilegedPort));
   const uint16_t got = cm_ports_.bind(s.id, ps, ip, uint16_t(port));
   if (!got) return error_reply(EADDRINUSE, fmt::format("rdma_cm port {} is in use", port));
   return {{"ok", true}, {"port", got}};

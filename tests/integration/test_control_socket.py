@@ -176,3 +176,25 @@ def test_another_users_socket_is_named_as_such_not_as_a_missing_daemon(fabric):
     assert r.returncode != 0, r.stdout
     assert "not yours to use (permission denied)" in r.stderr, r.stderr
     assert "not running" not in r.stderr, r.stderr
+
+
+def test_privileged_rdma_cm_ports_are_roots_only():
+    """As with the kernel's rdma_cm, binding a port below 1024 needs
+    privilege: another user gets EACCES there and binds above it."""
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("needs root to play two users")
+    f, base = _shared_daemon("ibemu-cm-ports-", "shared")
+    try:
+        bind = {"op": "cm_bind", "ps": 0x106, "ip": "0.0.0.0"}
+        replies = _as_nobody(f, [{"op": "hello", "role": "provider"}, {**bind, "port": 80},
+                                 {**bind, "port": 1023}, {**bind, "port": 18080}])
+        for reply in replies[1:3]:
+            assert not reply["ok"] and reply["errno"] == errno.EACCES, reply
+        assert replies[3] == {"ok": True, "port": 18080}, replies[3]
+        s = connect(f)  # root's session
+        assert request(s, {**bind, "port": 80}) == {"ok": True, "port": 80}
+        s.close()
+    finally:
+        f.down()
+        shutil.rmtree(base, ignore_errors=True)
