@@ -740,6 +740,15 @@ Json Daemon::do_fault(const std::string& op, const Json& req) {
       faults_[{p.device, p.port}] = f;
     state_page_.set_link_faults(p, none ? LinkFaultView{} : f);
   }
+  if (op == "fault_clear") {
+    // Perfect links again: no QP of these devices NAKs by order either.
+    const size_t before = forced_naks_.size();
+    std::erase_if(forced_naks_, [&](const ForcedNakView& e) {
+      return std::any_of(ports->begin(), ports->end(),
+                         [&](PortRef p) { return p.device == e.device; });
+    });
+    if (forced_naks_.size() != before) state_page_.set_forced_naks(forced_naks_);
+  }
   log_info("{} on {} port(s)", op, ports->size());
   return ok_reply();
 }
@@ -753,8 +762,15 @@ Json Daemon::do_forced_nak(const Json& req) {
   const std::string kind = req.value("kind", std::string("rnr"));
   if (kind != "rnr" && kind != "psn") return error_reply(EINVAL, "kind is rnr or psn");
   const uint32_t count = req.value("count", 1u);
-  std::erase_if(forced_naks_,
-                [&](const ForcedNakView& e) { return e.device == d && e.qpn == qpn; });
+  // A QP that is gone takes its orders with it (a new QP may get its
+  // number); one that does not exist cannot be given any.
+  std::erase_if(forced_naks_, [&](const ForcedNakView& e) {
+    return (e.device == d && e.qpn == qpn) || !qps_.owner(e.device, e.qpn);
+  });
+  if (count && !qps_.owner(d, qpn)) {
+    state_page_.set_forced_naks(forced_naks_);
+    return error_reply(ENOENT, fmt::format("{} has no QP {:#x}", config_.devices[d].name, qpn));
+  }
   if (count) {
     if (forced_naks_.size() >= size_t(kMaxForcedNaks))
       return error_reply(ENOSPC, "too many forced NAKs pending");

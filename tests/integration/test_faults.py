@@ -179,6 +179,19 @@ def test_forced_naks_on_a_qp(lossy, tmp_path, kind, syndromes):
     assert len(naks) == 3, naks
 
 
+def test_forced_naks_name_live_qps_and_fault_clear_cancels_them(lossy):
+    r = lossy.ibemu("fault", "nak", "ibemu1", "0xabcdef", "rnr", check=False)
+    assert r.returncode != 0 and "has no QP 0xabcdef" in r.stderr, r.stderr
+    bulk = subprocess.Popen([RC_BULK, "-m", "32", "-t", "12", "-w"], env=lossy.env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    target = bulk.stdout.readline().split()[2]  # the QP on ibemu1 that receives
+    # Enough RNR NAKs to exhaust any rnr_retry: the transfer would fail ...
+    lossy.ibemu("fault", "nak", "ibemu1", target, "rnr", "--count", "1000")
+    lossy.ibemu("fault", "clear")  # ... had clear not cancelled them.
+    out = bulk.communicate("go\n", timeout=120)[0]
+    assert bulk.returncode == 0 and "send 32 MiB ok" in out, out
+
+
 def test_topology_shows_every_cable_and_a_pulled_one(lossy):
     out = lossy.ibemu("topology").stdout
     for dev, port in (("ibemu0", 1), ("ibemu0", 2), ("ibemu1", 1), ("ibemu1", 2)):
