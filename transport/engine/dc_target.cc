@@ -85,10 +85,7 @@ bool DcTarget::load_connection(const wire::PacketView& pkt) noexcept {
                     [now](const auto& c) { return now - c.second.last_used > kIdleConnectionNs; });
     }
     it = connections_.try_emplace(source).first;
-    responder_.load_context(it->second.resp);
-    qp_.peer = it->second.peer;
-    loaded_ = true;
-    loaded_source_ = source;
+    swap_in(source, it->second);
   }
   DcConnection& c = it->second;
   if (!current) {
@@ -124,11 +121,17 @@ bool DcTarget::reload(const DcConnectionId& id) noexcept {
     return false;
   if (loaded_ && loaded_source_ == id.source) return true;
   store_connection();
-  responder_.load_context(it->second.resp);
-  qp_.peer = it->second.peer;
-  loaded_ = true;
-  loaded_source_ = id.source;
+  swap_in(id.source, it->second);
   return true;
+}
+
+// The connection's context goes into the responder (the one loaded before
+// was stored back).
+void DcTarget::swap_in(uint64_t source, const DcConnection& c) noexcept {
+  responder_.load_context(c.resp);
+  qp_.peer = c.peer;
+  loaded_ = true;
+  loaded_source_ = source;
 }
 
 void DcTarget::restore(const DcConnectionId& id) noexcept {

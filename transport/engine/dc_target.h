@@ -44,6 +44,8 @@ class DcTarget {
     ResponderContext resp;
     QpPeer peer;
   };
+  void swap_in(uint64_t source, const DcConnection& c) noexcept;
+
   std::unordered_map<uint64_t, DcConnection> connections_;
   bool loaded_ = false;
   uint64_t loaded_source_ = 0;
