@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -222,6 +224,27 @@ void check_port_addresses(Config& cfg) {
 
 }  // namespace
 
+namespace {
+// Every node and port GUID names one thing on the subnet: an SM that meets
+// one twice takes the second for the first and leaves it unconfigured, so
+// two devices sharing a GUID would never both come up.
+void check_unique_guids(const Config& cfg) {
+  std::map<uint64_t, std::string> seen;
+  auto claim = [&seen](uint64_t guid, const std::string& what) {
+    auto [it, fresh] = seen.emplace(guid, what);
+    if (!fresh)
+      throw std::runtime_error(what + " has GUID " + fmt::format("0x{:016x}", guid) + ", which " +
+                               it->second + " already has");
+  };
+  claim((0x02ull << 56) | (uint64_t(cfg.host_id) << 24) | 0xff00, "the emulated switch");
+  for (const auto& d : cfg.devices) {
+    claim(d.node_guid, d.name);
+    for (int p = 1; p <= d.ports; ++p)
+      claim(d.node_guid + uint64_t(p), d.name + " port " + std::to_string(p));
+  }
+}
+}  // namespace
+
 Config Config::parse(const std::string& json_text) {
   Config cfg;
   nlohmann::json j;
@@ -255,10 +278,19 @@ Config Config::parse(const std::string& json_text) {
     if (j.contains("limits")) {
       const nlohmann::json& l = j["limits"];
       if (!l.is_object()) throw std::runtime_error("limits must be a JSON object");
-      reject_unknown_keys(l, {"qps_per_context", "registered_bytes_per_context"}, "limits");
+      reject_unknown_keys(l,
+                          {"qps_per_context", "registered_bytes_per_context", "sessions_per_user",
+                           "contexts_per_session", "cm_binds_per_session"},
+                          "limits");
       read_opt(l, "qps_per_context", &cfg.qps_per_context);
       read_opt(l, "registered_bytes_per_context", &cfg.registered_bytes_per_context);
-      if (cfg.qps_per_context < 1) throw std::runtime_error("limits.qps_per_context must be >= 1");
+      read_opt(l, "sessions_per_user", &cfg.sessions_per_user);
+      read_opt(l, "contexts_per_session", &cfg.contexts_per_session);
+      read_opt(l, "cm_binds_per_session", &cfg.cm_binds_per_session);
+      for (const char* key :
+           {"qps_per_context", "sessions_per_user", "contexts_per_session", "cm_binds_per_session"})
+        if (l.contains(key) && l[key] == 0)
+          throw std::runtime_error(std::string("limits.") + key + " must be >= 1");
     }
     if (cfg.users != "isolated" && cfg.users != "shared")
       throw std::runtime_error("users must be \"isolated\" or \"shared\"");
@@ -267,6 +299,8 @@ Config Config::parse(const std::string& json_text) {
     if (j.contains("faults")) cfg.faults = parse_faults(j["faults"]);
     if (j.contains("devices")) {
       if (!j["devices"].is_array()) throw std::runtime_error("devices must be an array");
+      if (j["devices"].size() > size_t(kMaxDevices))
+        throw std::runtime_error("at most " + std::to_string(kMaxDevices) + " devices");
       for (auto& d : j["devices"]) {
         if (!d.is_object()) throw std::runtime_error("each device must be a JSON object");
         reject_unknown_keys(
@@ -295,7 +329,6 @@ Config Config::parse(const std::string& json_text) {
   }
   if (!mtu_enum_from_bytes(cfg.max_mtu))
     throw std::runtime_error("max_mtu must be 256, 512, 1024, 2048 or 4096");
-  if (cfg.devices.size() > 16) throw std::runtime_error("at most 16 devices");
   // IBA 10.9.1: the low 15 bits name the partition; 0 is no partition.
   if (cfg.pkeys.size() > kMaxPkeys)
     throw std::runtime_error("pkeys: at most " + std::to_string(kMaxPkeys) + " entries");
@@ -320,16 +353,24 @@ Config Config::parse(const std::string& json_text) {
                                "' must start with 'ibemu' and use at most 31 of a-z 0-9 _");
     if (!names.insert(d.name).second) throw std::runtime_error("duplicate device name " + d.name);
   }
+  check_unique_guids(cfg);
   return cfg;
 }
 
 Config Config::load(const std::string& path) {
   if (path.empty()) return parse("");
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read config file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str());
+  // Read one byte past the limit to tell a file that fits from one that
+  // does not, without reading (or parsing) all of a huge one.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw std::runtime_error("cannot read config file " + path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    throw std::runtime_error("config file " + path + " is larger than " +
+                             std::to_string(kMaxConfigBytes / 1024) + " KiB");
+  return parse(text);
 }
 
 void Config::finalize() {

@@ -50,6 +50,10 @@ struct FaultConfig {
   bool link_down = false;  // the cable is pulled
 };
 
+/// A config is a few KiB; one far larger is a mistake, refused before it
+/// is parsed.
+inline constexpr size_t kMaxConfigBytes = 1 << 20;
+
 struct Config {
   std::vector<DeviceConfig> devices;
   int max_mtu = 4096;  // bytes: 256, 512, 1024, 2048 or 4096
@@ -75,12 +79,20 @@ struct Config {
   /// device's max_qp), and bytes registered as memory regions (0: no limit).
   uint32_t qps_per_context = 65536;
   uint64_t registered_bytes_per_context = 0;
+  /// What one client of the control socket may hold, so that one user
+  /// cannot exhaust the daemon's file descriptors or memory: connections of
+  /// one user (root's are not counted), device contexts of one connection,
+  /// rdma_cm port reservations of one connection.
+  uint32_t sessions_per_user = 1024;
+  uint32_t contexts_per_session = 1024;
+  uint32_t cm_binds_per_session = 4096;
   FabricConfig fabric;
   std::vector<FaultConfig> faults;
 
   /// Parses the JSON text; throws std::runtime_error with a readable reason.
   static Config parse(const std::string& json_text);
-  /// Reads and parses a file; an empty path gives the defaults.
+  /// Reads and parses a file of at most kMaxConfigBytes; an empty path
+  /// gives the defaults.
   static Config load(const std::string& path);
   /// Fills in derived defaults (devices, GUIDs, node descriptions).
   void finalize();

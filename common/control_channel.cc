@@ -1,6 +1,8 @@
 #include "common/control_channel.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -9,21 +11,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/link/sealed_memfd.h"
+
 namespace ibemu {
 
 namespace {
 constexpr size_t kMaxFds = 8;
-}
+constexpr const char* kReplyInFd = "reply_in_fd";
 
-int send_message(int sock, const Json& msg, const std::vector<int>& fds) noexcept {
-  std::string text;
-  try {
-    text = msg.dump();
-  } catch (...) {
-    return EINVAL;
-  }
+int send_text(int sock, const std::string& text, const std::vector<int>& fds) noexcept {
   if (text.size() > kMaxControlMessage || fds.size() > kMaxFds) return EMSGSIZE;
-  iovec iov{text.data(), text.size()};
+  iovec iov{const_cast<char*>(text.data()), text.size()};
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
@@ -42,6 +40,72 @@ int send_message(int sock, const Json& msg, const std::vector<int>& fds) noexcep
     if (n >= 0) return 0;
     if (errno != EINTR) return errno;
   }
+}
+
+// A reply's text in a memfd of exactly its size, sealed so the reader may
+// trust the size it sees. Returns the fd or -errno.
+int text_in_memfd(const std::string& text) noexcept {
+  const int fd = link::create_sealed_memfd("ibemu-reply", text.size());
+  if (fd < 0) return fd;
+  void* p = mmap(nullptr, text.size(), PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  std::memcpy(p, text.data(), text.size());
+  munmap(p, text.size());
+  return fd;
+}
+
+// The text of a reply sent as {"reply_in_fd": N}: the memfd is the last fd.
+int read_reply_in_fd(Json* msg, std::vector<int>* fds) noexcept {
+  uint64_t bytes = 0;
+  if (fds->empty() || !reply_uint(*msg, kReplyInFd, kMaxReply, &bytes) || bytes == 0) return EPROTO;
+  const int fd = fds->back();
+  fds->pop_back();
+  const long size = link::sealed_memfd_size(fd);
+  int err = size < 0 ? -static_cast<int>(size) : static_cast<uint64_t>(size) < bytes ? EPROTO : 0;
+  void* p = err ? MAP_FAILED : mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (!err && p == MAP_FAILED) err = errno;
+  ::close(fd);
+  if (err) return err;
+  try {
+    const char* text = static_cast<const char*>(p);
+    *msg = Json::parse(text, text + bytes);
+  } catch (...) {
+    err = EPROTO;
+  }
+  munmap(p, bytes);
+  if (!err && !msg->is_object()) err = EPROTO;
+  return err;
+}
+}  // namespace
+
+int send_message(int sock, const Json& msg, const std::vector<int>& fds) noexcept {
+  try {
+    return send_text(sock, msg.dump(), fds);
+  } catch (...) {
+    return EINVAL;
+  }
+}
+
+int send_reply(int sock, const Json& reply, const std::vector<int>& fds) noexcept {
+  std::string text;
+  try {
+    text = reply.dump();
+  } catch (...) {
+    return EINVAL;
+  }
+  if (text.size() <= kInlineReplyMax) return send_text(sock, text, fds);
+  if (fds.size() >= kMaxFds) return EMSGSIZE;
+  const int fd = text_in_memfd(text);
+  if (fd < 0) return -fd;
+  std::vector<int> with_text = fds;
+  with_text.push_back(fd);
+  const int err = send_text(sock, Json{{kReplyInFd, text.size()}}.dump(), with_text);
+  ::close(fd);
+  return err;
 }
 
 int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept {
@@ -77,7 +141,12 @@ int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept {
         ::close(fd);
     }
   }
-  if (n == 0) return ECONNRESET;
+  if (n == 0) {
+    // A SOCK_SEQPACKET record may be empty: only a hung-up peer is the end.
+    pollfd p{sock, POLLRDHUP, 0};
+    const bool hung_up = poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    return hung_up ? ECONNRESET : ENODATA;
+  }
   try {
     *msg = Json::parse(buf.begin(), buf.begin() + n);
   } catch (...) {
@@ -114,12 +183,24 @@ void ControlClient::close() noexcept {
 int ControlClient::request(const Json& req, Json* reply, const std::vector<int>& fds_out,
                            std::vector<int>* fds_in) noexcept {
   if (fd_ < 0) return ENOTCONN;
+  std::vector<int> received;
   pthread_mutex_lock(&mutex_);
   int err = send_message(fd_, req, fds_out);
-  if (!err) err = recv_message(fd_, reply, fds_in);
+  // A daemon that refuses the connection (too many sessions) answers and
+  // closes before it reads: its answer is still there to read.
+  if (err == EPIPE || err == ECONNRESET)
+    err = recv_message(fd_, reply, &received) ? err : 0;
+  else if (!err)
+    err = recv_message(fd_, reply, &received);
   pthread_mutex_unlock(&mutex_);
+  if (!err && reply->contains(kReplyInFd)) err = read_reply_in_fd(reply, &received);
   if (!err && !reply->is_object()) err = EPROTO;
   if (err) *reply = Json::object();
+  for (int fd : received)
+    if (!err && fds_in)
+      fds_in->push_back(fd);
+    else
+      ::close(fd);
   return err;
 }
 

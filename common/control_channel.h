@@ -15,15 +15,27 @@ namespace ibemu {
 
 using Json = nlohmann::json;
 
-/// Largest control message; SMPs and status replies fit easily.
+/// Largest control message a socket record carries (requests, and replies
+/// up to kInlineReplyMax).
 inline constexpr size_t kMaxControlMessage = 1 << 20;
+/// Replies longer than this travel in a sealed memfd: a SOCK_SEQPACKET record
+/// must fit the sender's socket buffer (about 208 KiB by default), and a
+/// status of a large fabric does not.
+inline constexpr size_t kInlineReplyMax = 64 * 1024;
+/// The most a client reads of a reply in a memfd.
+inline constexpr size_t kMaxReply = size_t{256} << 20;
 
 /// Sends one message with optional fds. Returns 0 or an errno.
 int send_message(int sock, const Json& msg, const std::vector<int>& fds = {}) noexcept;
 
+/// Sends a reply: in the record when it is short; else the record is
+/// {"reply_in_fd": BYTES} and the JSON text is in a sealed memfd passed after
+/// `fds` (docs/control-protocol.md, "Large replies"). Returns 0 or an errno.
+int send_reply(int sock, const Json& reply, const std::vector<int>& fds = {}) noexcept;
+
 /// Receives one message. Received fds are appended to *fds (or closed when
-/// fds is null). Returns 0, ECONNRESET on orderly close, EPROTO on bad JSON,
-/// or an errno.
+/// fds is null). Returns 0, ECONNRESET on orderly close, ENODATA for an
+/// empty record, EPROTO on bad JSON, or an errno.
 int recv_message(int sock, Json* msg, std::vector<int>* fds) noexcept;
 
 /// A blocking client connection to ibemud. Thread-safe: one request at a time.

@@ -54,6 +54,9 @@ int CounterPage::attach_read_only(int fd) noexcept {
   void* p = mmap(nullptr, sizeof(engine::EngineCounters), PROT_READ, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return errno;
   counters_ = static_cast<engine::EngineCounters*>(p);
+  // The mapping keeps the page; a reader holding no descriptor per page
+  // cannot be made to run out of them.
+  close(std::exchange(fd_, -1));
   return 0;
 }
 

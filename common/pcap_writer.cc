@@ -88,8 +88,9 @@ int PcapWriter::write(uint64_t time_ns, const uint8_t* packet, size_t len) {
   return 0;
 }
 
-void PcapWriter::flush() {
-  if (file_) std::fflush(file_);
+int PcapWriter::flush() {
+  if (file_ && std::fflush(file_) != 0) return errno ? errno : EIO;
+  return 0;
 }
 
 }  // namespace ibemu

@@ -30,7 +30,8 @@ class PcapWriter {
   /// 0, or the errno of the failed open/write.
   int open();
   int write(uint64_t time_ns, const uint8_t* packet, size_t len);
-  void flush();
+  /// 0, or the errno of writing what was buffered (a full disk shows here).
+  int flush();
   /// The file the next record goes to.
   std::string current_path() const;
 

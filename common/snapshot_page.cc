@@ -57,6 +57,7 @@ int SnapshotPage::attach_read_only(int fd) noexcept {
   if (p == MAP_FAILED) return errno;
   header_ = static_cast<SnapshotPageHeader*>(p);
   writable_ = false;
+  close(std::exchange(fd_, -1));  // the mapping keeps the page
   return 0;
 }
 

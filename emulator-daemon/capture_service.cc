@@ -90,9 +90,17 @@ void CaptureService::end_all(uint64_t session) {
 Json CaptureService::describe(uint64_t session, uint64_t id) const {
   auto it = captures_.find(id);
   if (it == captures_.end() || it->second.session != session) return nullptr;
-  return {{"packets", it->second.packets},
-          {"done", it->second.done},
-          {"file", it->second.writer->current_path()}};
+  Json d = {{"packets", it->second.packets},
+            {"done", it->second.done},
+            {"file", it->second.writer->current_path()}};
+  if (!it->second.error.empty()) d["error"] = it->second.error;
+  return d;
+}
+
+void CaptureService::fail(uint64_t id, Capture& c, int err) {
+  log_warn("capture {} into {}: {}: stopped", id, c.writer->current_path(), std::strerror(err));
+  c.error = std::string("writing ") + c.writer->current_path() + ": " + std::strerror(err);
+  c.done = true;
 }
 
 bool CaptureService::matches(const CaptureFilter& f, PortRef from, uint32_t src_qpn,
@@ -140,8 +148,8 @@ void CaptureService::record(uint64_t time_ns, PortRef from, uint32_t src_qpn, co
   for (auto& [id, c] : captures_) {
     if (c.done || !matches(c.req.filter, from, src_qpn, copy.data(), len)) continue;
     if (int err = c.writer->write(time_ns, copy.data(), len)) {
-      log_warn("capture {}: {}: stopped", c.writer->current_path(), std::strerror(err));
-      c.done = finished = true;
+      fail(id, c, err);
+      finished = true;
       continue;
     }
     ++c.packets;
@@ -162,7 +170,14 @@ void CaptureService::drain() {
     if (h.magic != CaptureRecordHeader::kMagic || h.length != size_t(n) - sizeof h) continue;
     record(h.time_ns, PortRef{h.device, h.port}, h.src_qpn, buf.data() + sizeof h, h.length);
   }
-  for (auto& [id, c] : captures_) c.writer->flush();
+  bool failed = false;
+  for (auto& [id, c] : captures_)
+    if (c.error.empty())
+      if (int err = c.writer->flush()) {
+        fail(id, c, err);
+        failed = true;
+      }
+  if (failed) publish_count();
 }
 
 void CaptureService::receive() {

@@ -73,7 +73,11 @@ class CaptureService {
     std::unique_ptr<PcapWriter> writer;
     uint64_t packets = 0;
     bool done = false;
+    std::string error;  // why the capture stopped before its end, if it did
   };
+  /// Ends a capture whose file cannot be written: the packets it counted
+  /// are not all in the file, which its client must learn.
+  void fail(uint64_t id, Capture& c, int err);
   bool matches(const CaptureFilter& f, PortRef from, uint32_t src_qpn, const uint8_t* packet,
                size_t len) const;
   void receive();

@@ -5,6 +5,7 @@
 // either address is a wildcard or both are the same. Sessions hold their
 // reservations until they release them or close.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ class CmPortSpace {
   bool unbind(uint64_t session, int ps, const std::string& ip, uint16_t port);
   void release_all(uint64_t session);
   const std::vector<CmPortBinding>& bindings() const { return bindings_; }
+  /// How many reservations the session holds.
+  size_t held_by(uint64_t session) const;
 
   /// RDMA_PS_TCP, UDP, IB or IPOIB: rdma_create_id takes no other.
   static bool known_port_space(int ps) {
@@ -38,6 +41,7 @@ class CmPortSpace {
   bool taken(int ps, const std::string& ip, uint16_t port) const;
 
   std::vector<CmPortBinding> bindings_;
+  std::map<uint64_t, size_t> held_;  // reservations by session
   uint16_t next_ephemeral_ = kEphemeralFirst;
 };
 

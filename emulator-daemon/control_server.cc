@@ -1,5 +1,8 @@
 #include "emulator-daemon/control_server.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,6 +18,27 @@ namespace ibemu {
 
 namespace asio = boost::asio;
 
+namespace {
+// A session holds two descriptors (its socket and its inbox ring); the
+// daemon keeps this many besides for its own work (rings it dups to answer
+// `resolve`, captures, memfds of large replies, the fabric).
+constexpr size_t kDescriptorsPerSession = 2;
+size_t descriptors_in_reserve(size_t limit) { return 64 + limit / 8; }
+
+size_t sessions_the_descriptor_limit_allows() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  const size_t limit = nofile.rlim_cur;
+  const size_t reserve = descriptors_in_reserve(limit);
+  return limit > reserve + kDescriptorsPerSession ? (limit - reserve) / kDescriptorsPerSession : 1;
+}
+
+// After an accept that failed for want of resources, the listener is tried
+// again this much later instead of at once: it stays readable, and asking
+// again at once would spin.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+}  // namespace
+
 class ControlServer::Session : public std::enable_shared_from_this<Session> {
  public:
   Session(ControlServer& server, int fd, SessionInfo info)
@@ -28,7 +52,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   const SessionInfo& info() const { return info_; }
 
   bool send_reply(const Json& reply, std::vector<int>& fds) {
-    int err = send_message(socket_.native_handle(), reply, fds);
+    int err = ibemu::send_reply(socket_.native_handle(), reply, fds);
     for (int fd : fds) ::close(fd);
     fds.clear();
     return err == 0;
@@ -51,8 +75,10 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     std::vector<int> fds_in, fds_out;
     int err = recv_message(socket_.native_handle(), &request, &fds_in);
     if (err == EAGAIN) return do_read();
-    if (err == EPROTO) {
-      send_reply({{"ok", false}, {"error", "request is not a JSON object"}, {"errno", EPROTO}},
+    if (err == EPROTO || err == ENODATA) {
+      send_reply({{"ok", false},
+                  {"error", err == EPROTO ? "request is not a JSON object" : "empty message"},
+                  {"errno", EPROTO}},
                  fds_out);
       for (int fd : fds_in) ::close(fd);
       return do_read();
@@ -83,8 +109,16 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   bool finished_ = false;
 };
 
-ControlServer::ControlServer(asio::io_context& io, std::string socket_path, RequestHandler& handler)
-    : io_(io), socket_path_(std::move(socket_path)), handler_(handler), listener_(io) {
+ControlServer::ControlServer(asio::io_context& io, std::string socket_path, RequestHandler& handler,
+                             uint32_t sessions_per_user)
+    : io_(io),
+      socket_path_(std::move(socket_path)),
+      handler_(handler),
+      listener_(io),
+      accept_backoff_(io),
+      spare_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      sessions_per_user_(sessions_per_user),
+      max_sessions_(sessions_the_descriptor_limit_allows()) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path_.size() >= sizeof(addr.sun_path))
@@ -105,32 +139,85 @@ ControlServer::ControlServer(asio::io_context& io, std::string socket_path, Requ
   listener_.assign(fd);
 }
 
-ControlServer::~ControlServer() { stop(); }
+ControlServer::~ControlServer() {
+  stop();
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+}
 
 void ControlServer::start() { do_accept(); }
 
 void ControlServer::do_accept() {
-  listener_.async_wait(
-      asio::posix::descriptor::wait_read, [this](const boost::system::error_code& ec) {
-        if (ec || stopped_) return;
-        int fd = accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) {
-          ucred cred{};
-          socklen_t len = sizeof(cred);
-          if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) {
-            // Whom every permission check is about: no credentials, no session.
-            log_warn("control socket: a client without credentials was refused: {}",
-                     std::strerror(errno));
-            ::close(fd);
-          } else {
-            SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
-            auto session = std::make_shared<Session>(*this, fd, info);
-            sessions_[info.id] = session;
-            session->start();
-          }
-        }
-        do_accept();
+  listener_.async_wait(asio::posix::descriptor::wait_read,
+                       [this](const boost::system::error_code& ec) {
+                         if (ec || stopped_) return;
+                         on_acceptable();
+                       });
+}
+
+void ControlServer::on_acceptable() {
+  int fd = accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    const bool refused = (err == EMFILE || err == ENFILE) && refuse_without_descriptors();
+    if (!refused && err != EAGAIN && err != EINTR && err != ECONNABORTED) {
+      accept_backoff_.expires_after(kAcceptBackoff);
+      accept_backoff_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec && !stopped_) do_accept();
       });
+      return;
+    }
+    return do_accept();
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) {
+    // Whom every permission check is about: no credentials, no session.
+    log_warn("control socket: a client without credentials was refused: {}", std::strerror(errno));
+    ::close(fd);
+  } else if (std::string why = refusal(cred.uid); !why.empty()) {
+    log_warn("control socket: refused a connection of pid {}: {}", cred.pid, why);
+    refuse(fd, why);
+  } else {
+    SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
+    auto session = std::make_shared<Session>(*this, fd, info);
+    sessions_[info.id] = session;
+    ++sessions_of_uid_[cred.uid];
+    session->start();
+  }
+  do_accept();
+}
+
+std::string ControlServer::refusal(unsigned uid) const {
+  if (sessions_.size() >= max_sessions_)
+    return fmt::format(
+        "ibemud serves {} connections, all its descriptor limit allows (raise the "
+        "daemon's ulimit -n)",
+        sessions_.size());
+  auto it = sessions_of_uid_.find(uid);
+  if (uid != 0 && it != sessions_of_uid_.end() && it->second >= sessions_per_user_)
+    return fmt::format(
+        "user {} has {} connections to ibemud, its limit (config "
+        "limits.sessions_per_user)",
+        uid, it->second);
+  return {};
+}
+
+void ControlServer::refuse(int fd, const std::string& why) {
+  send_message(fd, {{"ok", false}, {"errno", EMFILE}, {"error", why}});
+  ::close(fd);
+}
+
+bool ControlServer::refuse_without_descriptors() {
+  if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (spare_fd_ < 0) return false;
+  ::close(spare_fd_);
+  const int fd = accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0) {
+    log_warn("control socket: refused a connection: ibemud has no file descriptors left");
+    refuse(fd, "ibemud has no file descriptors left (raise the daemon's ulimit -n)");
+  }
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return fd >= 0;
 }
 
 void ControlServer::on_session_closed(SessionId id) {
@@ -138,6 +225,8 @@ void ControlServer::on_session_closed(SessionId id) {
   if (it == sessions_.end()) return;
   auto keep = it->second;  // the session runs this call; keep it alive until return
   sessions_.erase(it);
+  auto uid = sessions_of_uid_.find(keep->info().uid);
+  if (uid != sessions_of_uid_.end() && --uid->second == 0) sessions_of_uid_.erase(uid);
   handler_.on_session_closed(keep->info());
 }
 
@@ -145,6 +234,7 @@ void ControlServer::stop() {
   if (stopped_) return;
   stopped_ = true;
   boost::system::error_code ec;
+  accept_backoff_.cancel();
   listener_.close(ec);
   ::unlink(socket_path_.c_str());
   auto sessions = sessions_;

@@ -37,8 +37,10 @@ class RequestHandler {
 
 class ControlServer {
  public:
-  /// Binds the socket (mode 0600) or throws std::runtime_error.
-  ControlServer(boost::asio::io_context& io, std::string socket_path, RequestHandler& handler);
+  /// Binds the socket (mode 0600) or throws std::runtime_error. A user
+  /// other than root has at most `sessions_per_user` connections at once.
+  ControlServer(boost::asio::io_context& io, std::string socket_path, RequestHandler& handler,
+                uint32_t sessions_per_user);
   ~ControlServer();
 
   void start();
@@ -53,12 +55,28 @@ class ControlServer {
  private:
   class Session;
   void do_accept();
+  void on_acceptable();
+  /// Why a new connection of `uid` may not have a session; empty if it may.
+  std::string refusal(unsigned uid) const;
+  /// Answers the connection's first request with EMFILE and `why`, and
+  /// closes it.
+  static void refuse(int fd, const std::string& why);
+  /// Accepts with the descriptor held in reserve when there is no other
+  /// left, only to refuse the connection: a client is told, not left
+  /// waiting in the listen queue, and the listener stops being readable.
+  /// False when even that failed.
+  bool refuse_without_descriptors();
   void on_session_closed(SessionId id);
 
   boost::asio::io_context& io_;
   std::string socket_path_;
   RequestHandler& handler_;
   boost::asio::posix::stream_descriptor listener_;
+  boost::asio::steady_timer accept_backoff_;
+  int spare_fd_ = -1;
+  uint32_t sessions_per_user_;
+  size_t max_sessions_;  // what the daemon's descriptor limit allows
+  std::map<unsigned, uint32_t> sessions_of_uid_;
   std::map<SessionId, std::shared_ptr<Session>> sessions_;
   SessionId next_id_ = 1;
   bool stopped_ = false;

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/mad/mad.h"
 #include "kernel/ibemu_abi.h"
+#include "transport/engine/types.h"
 #include "transport/wire/lrh.h"
 
 namespace ibemu {
@@ -54,7 +55,7 @@ Daemon::Daemon(boost::asio::io_context& io, Config config, RuntimePaths paths)
       state_page_(config_, subnet_),
       counters_(config_),
       pma_(config_, counters_),
-      server_(io, paths_.socket(), *this),
+      server_(io, paths_.socket(), *this, config_.sessions_per_user),
       umad_(io, subnet_),
       capture_(io, subnet_, [this](uint32_t n) { state_page_.set_capture_sessions(n); }),
       ip_addresses_(config_),
@@ -151,6 +152,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (fabric_admin_op(op) && s.uid != 0 && s.uid != geteuid())
       return error_reply(EPERM, op + " is for the daemon's owner or root");
     if (op == "hello") return do_hello(s, req, fds_out);
+    if (op == "ping") return {{"ok", true}, {"pid", getpid()}};
     if (op == "devices") return do_devices();
     if (op == "status") return do_status(s, req);
     if (op == "register_inbox") return do_register_inbox(s, fds_in);
@@ -377,6 +379,10 @@ Json Daemon::do_open_context(SessionInfo& s, const Json& req, std::vector<int>& 
     if (err) return error_reply(err, "cannot map the counter or snapshot page");
   }
   Client& c = client_of(s);
+  if (c.contexts >= int64_t{config_.contexts_per_session})
+    return error_reply(EMFILE, fmt::format("this connection holds {} device contexts, its limit "
+                                           "(config limits.contexts_per_session)",
+                                           c.contexts));
   ++c.contexts;
   const uint64_t id = counters_.add(d, std::move(page));
   c.counter_ids.push_back(id);
@@ -560,13 +566,21 @@ Json Daemon::do_close_xrcd(SessionInfo& s, const Json& req) {
 Json Daemon::do_srqn(SessionInfo& s, const Json& req, bool allocate) {
   const int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
+  Client& c = client_of(s);
   if (!allocate) {
     if (!srqns_.release(d, req.at("srqn").get<uint32_t>(), s.id))
       return error_reply(ENOENT, "no such SRQ");
+    --c.srqns[d];
     return ok_reply();
   }
+  // As the device's max_srq bounds a program's SRQs on hardware.
+  if (c.srqns[d] >= engine::DeviceLimits::kMaxSrq)
+    return error_reply(ENOMEM, fmt::format("this connection holds {} SRQs of the device, its "
+                                           "max_srq",
+                                           c.srqns[d]));
   auto n = srqns_.allocate(d, s.id);
   if (!n) return error_reply(ENOMEM, "no free SRQ number");
+  ++c.srqns[d];
   Json reply = ok_reply();
   reply["srqn"] = *n;
   return reply;

@@ -56,8 +56,9 @@ class Daemon : public RequestHandler {
     int contexts = 0;
     std::vector<uint64_t> counter_ids;  // its contexts' counter pages
     std::optional<PortRef> sm_port;
-    unsigned uid = 0;             // the process's user (SO_PEERCRED)
-    std::map<int, uint32_t> qps;  // QP numbers it holds, by device
+    unsigned uid = 0;               // the process's user (SO_PEERCRED)
+    std::map<int, uint32_t> qps;    // QP numbers it holds, by device
+    std::map<int, uint32_t> srqns;  // XRC SRQ numbers it holds, by device
   };
 
   Json do_hello(SessionInfo& s, const Json& req, std::vector<int>& fds_out);

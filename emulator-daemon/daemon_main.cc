@@ -1,5 +1,6 @@
 // ibemud: the per-host emulator daemon. Runs in the foreground; `ibemu up`
 // starts it in the background with its log in the runtime directory.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -14,6 +15,17 @@
 #include "common/runtime_paths.h"
 #include "emulator-daemon/daemon.h"
 #include "emulator-daemon/service_readiness.h"
+
+namespace {
+// Every connection costs the daemon descriptors: take all the hard limit
+// allows (the soft one is often 1024), as servers do.
+void raise_descriptor_limit() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max) return;
+  nofile.rlim_cur = nofile.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &nofile);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ibemud - the ibemu emulated-InfiniBand daemon"};
@@ -31,6 +43,7 @@ int main(int argc, char** argv) {
     ibemu::RuntimePaths paths{runtime_dir};
     ibemu::RuntimeLock lock(paths.lock());
 
+    raise_descriptor_limit();
     boost::asio::io_context io;
     ibemu::Daemon daemon(io, std::move(config), paths);
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);

@@ -79,17 +79,22 @@ Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
   if (port != 0 && port < kFirstUnprivilegedPort && s.uid != 0)
     return error_reply(EACCES, fmt::format("rdma_cm port {} is privileged (below {})", port,
                                            kFirstUnprivilegedPort));
+  if (cm_ports_.held_by(s.id) >= config_.cm_binds_per_session)
+    return error_reply(EMFILE, fmt::format("this connection holds {} rdma_cm ports, its limit "
+                                           "(config limits.cm_binds_per_session)",
+                                           cm_ports_.held_by(s.id)));
   const uint16_t got = cm_ports_.bind(s.id, ps, ip, uint16_t(port));
   if (!got) return error_reply(EADDRINUSE, fmt::format("rdma_cm port {} is in use", port));
   return {{"ok", true}, {"port", got}};
 }
 
 Json Daemon::cm_status() const {
+  std::map<SessionId, int> pids;
+  for (const SessionInfo& s : server_.sessions()) pids[s.id] = s.pid;
   Json list = Json::array();
   for (const CmPortBinding& b : cm_ports_.bindings()) {
-    int pid = 0;
-    for (auto& s : server_.sessions())
-      if (s.id == b.session) pid = s.pid;
+    const auto pid_of = pids.find(b.session);
+    const int pid = pid_of == pids.end() ? 0 : pid_of->second;
     // Bound is not yet listening: a REQ between rdma_bind_addr and
     // rdma_listen is rejected, so whoever waits for a server asks this.
     const bool listening = umad_.router().cm_listening(mad::cm::ip_service_id(b.ps, b.port));

@@ -189,14 +189,19 @@ int main(int argc, char** argv) {
   for (;;) {
     const auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(next_sweep - Clock::now());
-    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {sa_port.fd(), POLLIN, 0}};
-    poll(fds, sa_port.fd() >= 0 ? 2 : 1, std::max<int>(0, int(wait.count())));
+    // Between requests the daemon sends nothing: a control socket that
+    // becomes readable is one the daemon hung up (it died, or stopped). The
+    // SM leaves at once, so that a daemon started next finds its lock free.
+    pollfd fds[3] = {
+        {stop_fd, POLLIN, 0}, {client.fd(), POLLIN | POLLRDHUP, 0}, {sa_port.fd(), POLLIN, 0}};
+    poll(fds, sa_port.fd() >= 0 ? 3 : 2, std::max<int>(0, int(wait.count())));
     signalfd_siginfo si{};
     if ((fds[0].revents & POLLIN) && read(stop_fd, &si, sizeof si) == sizeof si) {
       log_line(
           fmt::format("{}: exiting; ports keep their configuration", strsignal(int(si.ssi_signo))));
       return 0;
     }
+    if (fds[1].revents) return fail("lost the daemon: it closed the connection");
     while (auto req = sa_port.recv()) {
       // Only the master is the SA (IBA 15.1); requests reach a standby only
       // when sent to its LID, and it drops them.

@@ -65,8 +65,8 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
   // all end it.
   ControlClient client;
   Json reply;
-  if (!open_daemon_session(client, runtime_dir, "capture"))
-    return fail(daemon_not_running_message(RuntimePaths{runtime_dir}.socket()));
+  if (!open_daemon_session(client, runtime_dir, "capture", &reply))
+    return fail(unreachable_daemon_message(runtime_dir, reply));
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
@@ -95,6 +95,7 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(o.duration));
   uint64_t packets = 0;
+  std::string error;  // why the capture stopped early (its file could not be written)
   bool capturing = true;
   for (;;) {
     timespec tick{0, 100 * 1000 * 1000};
@@ -110,17 +111,23 @@ int capture_command(const std::string& runtime_dir, const CaptureOptions& o) {
           !reply.value("ok", false))
         return fail("lost the daemon");
       packets = reply.value("packets", uint64_t{0});
+      error = reply.value("error", std::string());
       const bool capture_over =
           reply.value("done", false) || (o.duration > 0 && Clock::now() >= deadline);
       if (child.pid < 0 ? capture_over || sig > 0 : capture_over) {
         client.request({{"op", "capture_stop"}, {"id", id}}, &reply);
         packets = reply.value("packets", packets);
+        error = reply.value("error", error);
         capturing = false;
       }
     }
     if (child.pid < 0 ? !capturing : child.exited) break;
   }
-  if (capturing) client.request({{"op", "capture_stop"}, {"id", id}}, &reply);
+  if (capturing && client.request({{"op", "capture_stop"}, {"id", id}}, &reply) == 0)
+    error = reply.value("error", error);
+  if (!error.empty())
+    return fail("the capture stopped early: " + error + "; the file holds fewer than the " +
+                std::to_string(packets) + " packets counted");
   std::cerr << packets << " packets captured\n";
   return child.exit_status;
 }

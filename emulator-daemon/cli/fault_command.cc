@@ -53,8 +53,7 @@ int fault_command(const std::string& runtime_dir, const FaultOptions& o) {
 
   Json reply;
   if (!query_daemon(runtime_dir, req, &reply)) {
-    std::cerr << "ibemu fault: " << daemon_not_running_message(RuntimePaths{runtime_dir}.socket())
-              << "\n";
+    std::cerr << "ibemu fault: " << unreachable_daemon_message(runtime_dir, reply) << "\n";
     return 1;
   }
   if (!reply.value("ok", false)) {

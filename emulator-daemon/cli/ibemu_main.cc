@@ -130,6 +130,26 @@ void wait_for_peers(const std::string& runtime_dir) {
   }
 }
 
+// A process that exited but was not reaped yet (our daemons are reparented
+// to init, which may reap late) still answers kill(pid, 0): look at its state.
+bool running(int pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
+bool wait_gone(int pid, double seconds) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (running(pid)) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 int cmd_up(const Options& o) {
   ibemu::RuntimePaths paths{o.runtime_dir};
   // A new directory is private; a running daemon has set its own mode
@@ -137,12 +157,17 @@ int cmd_up(const Options& o) {
   if (std::filesystem::create_directories(o.runtime_dir)) chmod(o.runtime_dir.c_str(), 0700);
   std::string bin = ibemu::find_binary_dir();
   Json reply;
-  if (!query(o.runtime_dir, {{"op", "status"}}, &reply)) {
+  bool started_daemon = false;
+  // Liveness is a ping, whose answer does not grow with the fabric.
+  if (!query(o.runtime_dir, {{"op", "ping"}}, &reply)) {
+    started_daemon = true;
+    if (reply.contains("error"))
+      return fail(ibemu::unreachable_daemon_message(o.runtime_dir, reply));
     std::vector<std::string> argv{bin + "/ibemud", "--runtime-dir", o.runtime_dir};
     if (!o.config.empty()) argv.insert(argv.end(), {"--config", o.config});
     pid_t pid = spawn_background(argv, paths.daemon_log());
     auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout);
-    while (!query(o.runtime_dir, {{"op", "status"}}, &reply)) {
+    while (!query(o.runtime_dir, {{"op", "ping"}}, &reply)) {
       int st;
       if (waitpid(pid, &st, WNOHANG) == pid)
         return fail("ibemud exited during start-up; see " + paths.daemon_log());
@@ -157,6 +182,10 @@ int cmd_up(const Options& o) {
                    "configuration (ibemu down first to change it)\n";
   }
   if (o.no_sm) return 0;
+  // An SM that holds the lock beside a daemon just started served one that
+  // died (kill -9, a crash): it leaves as soon as it notices. Wait for
+  // that, or no SM would serve the new daemon.
+  if (started_daemon) wait_gone(ibemu::RuntimeLock::holder_pid(paths.sm_lock()), 5);
   if (!ibemu::RuntimeLock::holder_pid(paths.sm_lock())) {
     wait_for_peers(o.runtime_dir);
     std::vector<std::string> sm_args{bin + "/ibemu-sm", "--runtime-dir", o.runtime_dir,
@@ -197,26 +226,6 @@ void print_port_counters(const Json& c) {
   for (auto& [cause, n] : c["drops"].items())
     if (n.get<uint64_t>()) drops += fmt::format("  {} {}", cause, n.get<uint64_t>());
   if (!drops.empty()) std::cout << "          dropped:" << drops << "\n";
-}
-
-// A process that exited but was not reaped yet (our daemons are reparented
-// to init, which may reap late) still answers kill(pid, 0): look at its state.
-bool running(int pid) {
-  if (kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  auto paren = line.rfind(')');
-  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
-}
-
-bool wait_gone(int pid, double seconds) {
-  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (running(pid)) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 int cmd_down(const Options& o) {
@@ -284,7 +293,7 @@ void print_subnet_managers(const Json& status) {
 int cmd_status(const Options& o) {
   Json reply;
   if (!query(o.runtime_dir, {{"op", "status"}, {"details", true}}, &reply))
-    return fail(ibemu::daemon_not_running_message(ibemu::RuntimePaths{o.runtime_dir}.socket()));
+    return fail(ibemu::unreachable_daemon_message(o.runtime_dir, reply));
   if (o.json) {
     std::cout << reply.dump(2) << "\n";
     return 0;
@@ -357,8 +366,8 @@ int cmd_env(const Options& o) {
 int cmd_run(const Options& o) {
   if (o.command.empty()) return fail("usage: ibemu run -- PROGRAM [ARGS...]");
   Json reply;
-  if (!query(o.runtime_dir, {{"op", "status"}}, &reply))
-    return fail(ibemu::daemon_not_running_message(ibemu::RuntimePaths{o.runtime_dir}.socket()));
+  if (!query(o.runtime_dir, {{"op", "ping"}}, &reply))
+    return fail(ibemu::unreachable_daemon_message(o.runtime_dir, reply));
   for (auto& [name, value] : ibemu::emulation_environment(o.runtime_dir))
     setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> args;

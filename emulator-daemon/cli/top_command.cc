@@ -91,8 +91,7 @@ int top_command(const std::string& runtime_dir, const TopOptions& options) {
     Json status;
     if (!query_daemon(runtime_dir, {{"op", "status"}, {"details", true}}, &status) ||
         !status.value("ok", false)) {
-      std::cerr << "ibemu top: " << daemon_not_running_message(RuntimePaths{runtime_dir}.socket())
-                << "\n";
+      std::cerr << "ibemu top: " << unreachable_daemon_message(runtime_dir, status) << "\n";
       return 1;
     }
     const auto at = Clock::now();

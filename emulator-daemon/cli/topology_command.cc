@@ -14,8 +14,7 @@ namespace ibemu {
 int topology_command(const std::string& runtime_dir) {
   Json reply;
   if (!query_daemon(runtime_dir, {{"op", "status"}}, &reply) || !reply.value("ok", false)) {
-    std::cerr << "ibemu topology: "
-              << daemon_not_running_message(RuntimePaths{runtime_dir}.socket()) << "\n";
+    std::cerr << "ibemu topology: " << unreachable_daemon_message(runtime_dir, reply) << "\n";
     return 1;
   }
   const Json& subnet = reply["subnet"];

@@ -179,6 +179,21 @@ def test_command_form_exits_with_the_commands_status(fabric, tmp_path):
     assert r.returncode == 127 and "cannot run no-such-program-ibemu" in r.stderr, r.stderr
 
 
+def test_a_capture_whose_file_cannot_be_written_fails(fabric):
+    """Into a full disk (/dev/full) no packet lands: the command says the
+    capture stopped and why, and exits non-zero, rather than counting
+    packets that are not in the file."""
+    port = free_tcp_port()
+    base = ["ibv_rc_pingpong", "-p", str(port), "-n", "50", "-s", "64"]
+    server = spawn_listening(fabric, base + ["-d", "ibemu0"], port)
+    r = capture_running(fabric, "/dev/full", *base, "-d", "ibemu1", "localhost")
+    server.communicate(timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "the capture stopped early: writing /dev/full: No space left on device" in r.stderr, \
+        r.stderr
+    assert "packets captured" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("bad", [["-i", "ibemu9"], ["-i", "ibemu0:7"]])
 def test_bad_interface(fabric, tmp_path, bad):
     r = fabric.ibemu("capture", "-w", str(tmp_path / "x.pcap"), *bad, check=False)

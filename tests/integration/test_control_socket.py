@@ -105,8 +105,9 @@ def _root_qp(fabric):
     return s, reply["qpn"]
 
 
-def _as_nobody(fabric, requests):
-    """The replies a process of user nobody gets to `requests`."""
+def in_a_process_of_nobody(work):
+    """What `work()` returns (as JSON) when it runs in a child process of
+    user nobody."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -115,9 +116,7 @@ def _as_nobody(fabric, requests):
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
-            s = connect(fabric)
-            replies = [request(s, r) for r in requests]
-            os.write(write, json.dumps(replies).encode())
+            os.write(write, json.dumps(work()).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -127,6 +126,14 @@ def _as_nobody(fabric, requests):
     os.close(read)
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+def _as_nobody(fabric, requests):
+    """The replies a process of user nobody gets to `requests`."""
+    def ask():
+        s = connect(fabric)
+        return [request(s, r) for r in requests]
+    return in_a_process_of_nobody(ask)
 
 
 @pytest.mark.parametrize("users", ["isolated", "shared"])

@@ -76,3 +76,22 @@ def test_verbs_after_the_daemon_died_fail_with_eio(fresh_fabric):
     for verb in ("create_qp", "srq_number", "open_xrcd"):
         assert re.search(rf"^{verb} errno {errno.EIO}$", out, re.M), out
     assert "done" in out, out
+
+
+def test_up_straight_after_the_daemon_was_killed(fresh_fabric):
+    """`ibemu up` at once after kill -9 of the daemon: the old SM leaves as
+    soon as its daemon hangs up, so a new one serves the new daemon and the
+    ports come up; the old SM's lock does not stand in the way."""
+    f = fresh_fabric
+    f.up()
+    for _ in range(3):
+        daemon, sm = f.status()["pid"], f.sm_pid()
+        os.kill(daemon, signal.SIGKILL)
+        started = time.time()
+        r = f.ibemu("up", "--timeout", "20", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr + f.logs()
+        assert time.time() - started < 10
+        status = f.status()
+        assert status["pid"] != daemon and status["sm"]["pid"] != sm, status["sm"]
+        assert all(p["state"] == "ACTIVE" for d in status["devices"] for p in d["port_info"])
+    pingpong_pair(f, "ibv_rc_pingpong", ["-n", "100"])

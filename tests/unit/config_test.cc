@@ -87,6 +87,62 @@ TEST(Config, GivenLimitsExpectThemReadAndRefusedWhenMeaningless) {
   EXPECT_NE(error_of(R"({"limits": {"mrs": 3}})").find("unknown limits key"), std::string::npos);
 }
 
+TEST(Config, GivenClientLimitsExpectDefaultsTheirValuesAndNoZero) {
+  const Config d = Config::parse("{}");
+  EXPECT_EQ(d.sessions_per_user, 1024u);
+  EXPECT_EQ(d.contexts_per_session, 1024u);
+  EXPECT_EQ(d.cm_binds_per_session, 4096u);
+  const Config c = Config::parse(
+      R"({"limits": {"sessions_per_user": 4, "contexts_per_session": 5,
+                     "cm_binds_per_session": 6}})");
+  EXPECT_EQ(c.sessions_per_user, 4u);
+  EXPECT_EQ(c.contexts_per_session, 5u);
+  EXPECT_EQ(c.cm_binds_per_session, 6u);
+  for (const char* key : {"sessions_per_user", "contexts_per_session", "cm_binds_per_session"})
+    EXPECT_NE(error_of(std::string(R"({"limits": {")") + key + R"(": 0}})").find(">= 1"),
+              std::string::npos)
+        << key;
+}
+
+TEST(Config, GivenTwoDevicesWithOneGuidExpectTheSecondRefused) {
+  EXPECT_NE(error_of(R"({"devices": [{"node_guid": "0x0002c90300001000"},
+                                     {"node_guid": "0x0002c90300001000"}]})")
+                .find("ibemu1 has GUID 0x0002c90300001000, which ibemu0 already has"),
+            std::string::npos);
+  // Port GUIDs are the node GUID plus the port number: node GUIDs one apart
+  // would give two ports one GUID.
+  EXPECT_NE(error_of(R"({"devices": [{"node_guid": "0x0002c90300001000"},
+                                     {"node_guid": "0x0002c90300001001"}]})")
+                .find("which ibemu0 port 1 already has"),
+            std::string::npos);
+  EXPECT_NO_THROW(Config::parse(R"({"devices": [{"node_guid": "0x0002c90300001000"},
+                                               {"node_guid": "0x0002c90300001010"}]})"));
+}
+
+TEST(Config, GivenMoreDevicesThanAHostHoldsExpectARefusalBeforeTheyAreRead) {
+  std::string many = R"({"devices": [)";
+  for (int i = 0; i < 100000; ++i) many += i ? ",{}" : "{}";
+  many += "]}";
+  EXPECT_NE(error_of(many).find("at most 16 devices"), std::string::npos);
+}
+
+TEST(Config, GivenAFileLargerThanAnyConfigExpectItRefusedUnparsed) {
+  const std::string path = ::testing::TempDir() + "/huge-config.json";
+  {
+    std::ofstream out(path);
+    out << R"({"devices": [)";
+    for (size_t written = 0; written <= kMaxConfigBytes; written += 3) out << "{},";
+    out << "{}]}";
+  }
+  try {
+    Config::load(path);
+    ADD_FAILURE() << "a file over kMaxConfigBytes was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is larger than 1024 KiB"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(Config, GivenAPkeyTableExpectItAsGivenAndClearErrorsForWhatIsNoPartition) {
   EXPECT_EQ(Config::parse("{}").pkey_table(), std::vector<uint16_t>{0xffff});
   EXPECT_EQ(Config::parse(R"({"default_pkey": 32770})").pkey_table(),

@@ -3,6 +3,7 @@
 #include "common/control_channel.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ibemu {
 namespace {
@@ -137,6 +139,67 @@ TEST_F(ControlClientTest, ADaemonThatHangsUpLeavesAnEmptyObject) {
   ASSERT_TRUE(reply.is_object());
   // What verbs_api does with it must not throw.
   EXPECT_EQ(reply.value("errno", ENOMEM), ENOMEM);
+}
+
+TEST_F(ControlClientTest, AReplyLargerThanASocketRecordArrivesWhole) {
+  Json big = {{"ok", true}, {"items", Json::array()}};
+  for (int i = 0; i < 100000; ++i) big["items"].push_back(i);
+  ASSERT_GT(big.dump().size(), size_t{256 * 1024});  // more than a record may carry
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  std::thread daemon([&] {
+    char buf[4096];
+    if (recv(daemon_, buf, sizeof(buf), 0) <= 0) return;
+    EXPECT_EQ(send_reply(daemon_, big, {pipe_fds[0]}), 0);
+  });
+  Json reply;
+  std::vector<int> fds;
+  EXPECT_EQ(client_.request({{"op", "status"}}, &reply, {}, &fds), 0);
+  daemon.join();
+  EXPECT_EQ(reply, big);
+  // The reply's own descriptor comes through; the memfd does not linger.
+  ASSERT_EQ(fds.size(), 1u);
+  for (int fd : fds) close(fd);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
+TEST_F(ControlClientTest, ASmallReplyTravelsInTheRecordItself) {
+  std::thread daemon([&] {
+    char buf[4096];
+    if (recv(daemon_, buf, sizeof(buf), 0) <= 0) return;
+    EXPECT_EQ(send_reply(daemon_, Json{{"ok", true}}), 0);
+  });
+  Json reply;
+  EXPECT_EQ(client_.request({{"op", "ping"}}, &reply), 0);
+  daemon.join();
+  EXPECT_EQ(reply, (Json{{"ok", true}}));
+}
+
+TEST_F(ControlClientTest, AReplyInAMemfdThatIsNotSealedIsRefused) {
+  std::thread daemon([&] {
+    char buf[4096];
+    if (recv(daemon_, buf, sizeof(buf), 0) <= 0) return;
+    const int fd = memfd_create("loose", MFD_CLOEXEC);
+    ASSERT_EQ(write(fd, "{}", 2), 2);
+    EXPECT_EQ(send_message(daemon_, Json{{"reply_in_fd", 2}}, {fd}), 0);
+    close(fd);
+  });
+  Json reply;
+  EXPECT_NE(client_.request({{"op", "status"}}, &reply), 0);
+  daemon.join();
+  EXPECT_TRUE(reply.is_object() && reply.empty());
+}
+
+TEST(RecvMessage, AnEmptyRecordIsNotTheEnd) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  ASSERT_EQ(send(pair[0], "", 0, 0), 0);
+  Json msg;
+  EXPECT_EQ(recv_message(pair[1], &msg, nullptr), ENODATA);
+  close(pair[0]);
+  EXPECT_EQ(recv_message(pair[1], &msg, nullptr), ECONNRESET);
+  close(pair[1]);
 }
 
 }  // namespace

@@ -23,15 +23,35 @@ class ControlError(OSError):
         self.reply = reply
 
 
-def _close_fds(ancillary):
-    """Closes descriptors that came with a reply: none of the requests this
-    client makes needs them, and leaking them would keep rings mapped."""
+def _received_fds(ancillary):
+    fds = array.array("i")
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds = array.array("i")
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-            for fd in fds:
-                os.close(fd)
+    return list(fds)
+
+
+def _read_reply(data, ancillary):
+    """The reply in a record, or, for a long one ({"reply_in_fd": N}), in
+    the sealed memfd that came last. Descriptors that came with it are
+    closed: none of the requests this client makes needs them, and leaking
+    them would keep rings mapped."""
+    fds = _received_fds(ancillary)
+    try:
+        reply = json.loads(data)
+        if isinstance(reply, dict) and "reply_in_fd" in reply and fds:
+            size = reply["reply_in_fd"]
+            text = b""
+            while len(text) < size:
+                chunk = os.pread(fds[-1], size - len(text), len(text))
+                if not chunk:
+                    break
+                text += chunk
+            reply = json.loads(text)
+        return reply
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def link_selector(link):
@@ -77,12 +97,15 @@ class Control:
     def request(self, op, **fields):
         """Sends one request and returns its reply; a refusal raises
         ControlError so that no caller can forget to look at "ok"."""
-        self.sock.send(json.dumps({"op": op, **fields}).encode())
+        try:
+            self.sock.send(json.dumps({"op": op, **fields}).encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a refused connection: the daemon's answer waits to be read
         data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(4 * MAX_FDS))
-        _close_fds(ancillary)
         if not data:
+            _read_reply(b"{}", ancillary)
             raise ConnectionError(f"ibemud closed the connection ({self.path})")
-        reply = json.loads(data)
+        reply = _read_reply(data, ancillary)
         if not reply.get("ok"):
             raise ControlError(op, reply)
         return reply
