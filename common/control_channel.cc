@@ -187,11 +187,13 @@ int ControlClient::request(const Json& req, Json* reply, const std::vector<int>&
   pthread_mutex_lock(&mutex_);
   int err = send_message(fd_, req, fds_out);
   // A daemon that refuses the connection (too many sessions) answers and
-  // closes before it reads: its answer is still there to read.
-  if (err == EPIPE || err == ECONNRESET)
-    err = recv_message(fd_, reply, &received) ? err : 0;
-  else if (!err)
+  // closes before it reads: the send may fail, but the answer is there.
+  if (!err || err == EPIPE || err == ECONNRESET) {
     err = recv_message(fd_, reply, &received);
+    // Closed with our request unread, the daemon's socket resets ours: the
+    // reset is reported once, ahead of the answer queued before it.
+    if (err == ECONNRESET) err = recv_message(fd_, reply, &received);
+  }
   pthread_mutex_unlock(&mutex_);
   if (!err && reply->contains(kReplyInFd)) err = read_reply_in_fd(reply, &received);
   if (!err && !reply->is_object()) err = EPROTO;

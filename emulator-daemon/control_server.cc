@@ -203,6 +203,12 @@ std::string ControlServer::refusal(unsigned uid) const {
 }
 
 void ControlServer::refuse(int fd, const std::string& why) {
+  // Requests already queued are taken first: closing a socket with unread
+  // data resets the client's, which then reports the reset before it
+  // reads this answer.
+  char ignored;
+  for (int i = 0; i < 8 && recv(fd, &ignored, 1, MSG_DONTWAIT) >= 0; ++i) {
+  }
   send_message(fd, {{"ok", false}, {"errno", EMFILE}, {"error", why}});
   ::close(fd);
 }

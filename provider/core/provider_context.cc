@@ -126,12 +126,18 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   }
   Json reply;
   std::vector<int> fds;
-  if (daemon_.request(
-          {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}},
-          &reply, {}, &fds) ||
-      !reply_ok(reply) || fds.size() != 1) {
+  const int said_hello = daemon_.request(
+      {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}},
+      &reply, {}, &fds);
+  if (said_hello || !reply_ok(reply) || fds.size() != 1) {
     for (int fd : fds) close(fd);
-    return EIO;
+    // A daemon past one of its limits says which (docs/security.md).
+    const int err = reply_errno(said_hello, reply, EIO);
+    const auto why = reply.find("error");
+    if (err != EIO && why != reply.end() && why->is_string())
+      std::fprintf(stderr, "libibemu: ibemud refused the connection: %s\n",
+                   why->get_ref<const std::string&>().c_str());
+    return err;
   }
   session_ = reply_uint_or(reply, "session", 0);
   const uint64_t registered_bytes_limit = reply_uint_or(reply, "registered_bytes_per_context", 0);
@@ -161,7 +167,7 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
       daemon_.request({{"op", "open_context"}, {"device", device_index_}}, &reply, pages) == 0 &&
       reply_ok(reply);
   for (int fd : pages) close(fd);
-  if (!opened) return EIO;
+  if (!opened) return reply_errno(0, reply, EIO);
   context_id_ = reply_uint_or(reply, "context", 0);
   if (pipe2(async_pipe_, O_CLOEXEC) != 0) return errno;
   fcntl(async_pipe_[1], F_SETFL, O_NONBLOCK);

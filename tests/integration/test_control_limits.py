@@ -24,7 +24,10 @@ def _ask(s, obj):
     try:
         return request(s, obj)
     except (BrokenPipeError, ConnectionResetError):
-        return json.loads(s.recv(1 << 20))
+        try:
+            return json.loads(s.recv(1 << 20))
+        except ConnectionResetError:  # reported once, ahead of the answer
+            return json.loads(s.recv(1 << 20))
 
 
 def _daemon_cpu_seconds(pid):

@@ -101,7 +101,14 @@ class Control:
             self.sock.send(json.dumps({"op": op, **fields}).encode())
         except (BrokenPipeError, ConnectionResetError):
             pass  # a refused connection: the daemon's answer waits to be read
-        data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(4 * MAX_FDS))
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE,
+                                                      socket.CMSG_SPACE(4 * MAX_FDS))
+        except ConnectionResetError:
+            # Reported once, ahead of an answer the daemon sent before it
+            # closed (a refused connection).
+            data, ancillary, _, _ = self.sock.recvmsg(MAX_MESSAGE,
+                                                      socket.CMSG_SPACE(4 * MAX_FDS))
         if not data:
             _read_reply(b"{}", ancillary)
             raise ConnectionError(f"ibemud closed the connection ({self.path})")
