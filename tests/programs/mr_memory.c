@@ -241,89 +241,89 @@ static void expect_responder_error(struct end* target, struct ibv_qp* qp) {
   ibv_ack_async_event(&ev);
 }
 
+/* A connected QP pair with a registered page on each side: `local` at the
+ * requester (the first end), `buf` at the target (the second). */
+struct scene {
+  struct pair p;
+  char* local;
+  char* buf;
+  struct ibv_mr* lmr;
+  struct ibv_mr* tmr;
+};
+
+static void open_scene(struct end* ends, char* buf, struct scene* s) {
+  connect_pair(ends, &s->p);
+  s->local = map_pages(1, PROT_READ | PROT_WRITE);
+  s->lmr = must(ibv_reg_mr(ends[0].pd, s->local, page, kFullAccess), "ibv_reg_mr");
+  s->buf = buf;
+  s->tmr = must(ibv_reg_mr(ends[1].pd, buf, page, kFullAccess), "ibv_reg_mr");
+}
+
+/* Tears a scene down; pages already gone are named. */
+static void close_scene(struct scene* s, int local_gone, int buf_gone) {
+  close_pair(&s->p);
+  if (s->tmr) ibv_dereg_mr(s->tmr);
+  ibv_dereg_mr(s->lmr);
+  if (!local_gone) munmap(s->local, page);
+  if (!buf_gone) munmap(s->buf, page);
+}
+
 /* A peer's RDMA WRITE, READ or atomic on target memory that went away. */
 static void remote_access(struct end* ends, const char* what, enum ibv_wr_opcode op,
                           enum vanish how) {
-  struct pair p;
-  connect_pair(ends, &p);
-  char* local = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* lmr = must(ibv_reg_mr(ends[0].pd, local, page, kFullAccess), "ibv_reg_mr");
   int fd;
-  char* buf = target_buffer(how, &fd);
-  struct ibv_mr* tmr = must(ibv_reg_mr(ends[1].pd, buf, page, kFullAccess), "ibv_reg_mr");
-  make_vanish(how, buf, fd);
-  post(p.qp[0], op, lmr, local, op == IBV_WR_ATOMIC_FETCH_AND_ADD ? 8 : 64, (uintptr_t)buf + 64,
-       tmr->rkey);
-  expect_wc(what, p.cq[0], IBV_WC_REM_ACCESS_ERR);
-  expect_responder_error(&ends[1], p.qp[1]);
-  close_pair(&p);
-  expect("  the region still deregisters", ibv_dereg_mr(tmr) == 0, "0");
-  undo_vanish(how, buf, fd);
-  ibv_dereg_mr(lmr);
-  munmap(local, page);
+  struct scene s;
+  open_scene(ends, target_buffer(how, &fd), &s);
+  make_vanish(how, s.buf, fd);
+  post(s.p.qp[0], op, s.lmr, s.local, op == IBV_WR_ATOMIC_FETCH_AND_ADD ? 8 : 64,
+       (uintptr_t)s.buf + 64, s.tmr->rkey);
+  expect_wc(what, s.p.cq[0], IBV_WC_REM_ACCESS_ERR);
+  expect_responder_error(&ends[1], s.p.qp[1]);
+  expect("  the region still deregisters", ibv_dereg_mr(s.tmr) == 0, "0");
+  s.tmr = NULL;
+  undo_vanish(how, s.buf, fd);
+  close_scene(&s, 0, 1);
 }
 
 /* A SEND whose receive buffer went away: the receive WQE fails with a local
  * protection error, the sender learns of a remote operational error (as for
  * a receive WQE whose L_Key does not fit). */
 static void receive_buffer_gone(struct end* ends) {
-  struct pair p;
-  connect_pair(ends, &p);
-  char* local = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* lmr = must(ibv_reg_mr(ends[0].pd, local, page, kFullAccess), "ibv_reg_mr");
-  char* buf = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* rmr = must(ibv_reg_mr(ends[1].pd, buf, page, kFullAccess), "ibv_reg_mr");
-  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 64, .lkey = rmr->lkey};
+  struct scene s;
+  open_scene(ends, map_pages(1, PROT_READ | PROT_WRITE), &s);
+  struct ibv_sge sge = {.addr = (uintptr_t)s.buf, .length = 64, .lkey = s.tmr->lkey};
   struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
-  if (ibv_post_recv(p.qp[1], &rwr, &bad)) must(NULL, "ibv_post_recv");
-  munmap(buf, page);
-  post(p.qp[0], IBV_WR_SEND, lmr, local, 64, 0, 0);
-  expect_wc("SEND into a receive buffer unmapped after registration", p.cq[0], IBV_WC_REM_OP_ERR);
-  expect_wc("  the receive WQE fails", p.cq[1], IBV_WC_LOC_PROT_ERR);
-  close_pair(&p);
-  ibv_dereg_mr(rmr);
-  ibv_dereg_mr(lmr);
-  munmap(local, page);
+  if (ibv_post_recv(s.p.qp[1], &rwr, &bad)) must(NULL, "ibv_post_recv");
+  munmap(s.buf, page);
+  post(s.p.qp[0], IBV_WR_SEND, s.lmr, s.local, 64, 0, 0);
+  expect_wc("SEND into a receive buffer unmapped after registration", s.p.cq[0], IBV_WC_REM_OP_ERR);
+  expect_wc("  the receive WQE fails", s.p.cq[1], IBV_WC_LOC_PROT_ERR);
+  close_scene(&s, 0, 1);
 }
 
 /* Local memory that went away: the gather of an RDMA WRITE, the scatter of
  * an RDMA READ's response. */
 static void local_access(struct end* ends, const char* what, enum ibv_wr_opcode op) {
-  struct pair p;
-  connect_pair(ends, &p);
-  char* local = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* lmr = must(ibv_reg_mr(ends[0].pd, local, page, kFullAccess), "ibv_reg_mr");
-  char* buf = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* tmr = must(ibv_reg_mr(ends[1].pd, buf, page, kFullAccess), "ibv_reg_mr");
-  munmap(local, page);
-  post(p.qp[0], op, lmr, local, 64, (uintptr_t)buf, tmr->rkey);
-  expect_wc(what, p.cq[0], IBV_WC_LOC_PROT_ERR);
-  close_pair(&p);
-  ibv_dereg_mr(tmr);
-  ibv_dereg_mr(lmr);
-  munmap(buf, page);
+  struct scene s;
+  open_scene(ends, map_pages(1, PROT_READ | PROT_WRITE), &s);
+  munmap(s.local, page);
+  post(s.p.qp[0], op, s.lmr, s.local, 64, (uintptr_t)s.buf, s.tmr->rkey);
+  expect_wc(what, s.p.cq[0], IBV_WC_LOC_PROT_ERR);
+  close_scene(&s, 1, 0);
 }
 
 /* After all that, both devices still carry an RDMA WRITE and a READ. */
 static void still_serving(struct end* ends) {
-  struct pair p;
-  connect_pair(ends, &p);
-  char* local = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* lmr = must(ibv_reg_mr(ends[0].pd, local, page, kFullAccess), "ibv_reg_mr");
-  char* buf = map_pages(1, PROT_READ | PROT_WRITE);
-  struct ibv_mr* tmr = must(ibv_reg_mr(ends[1].pd, buf, page, kFullAccess), "ibv_reg_mr");
-  memset(local, 0x5a, 64);
-  post(p.qp[0], IBV_WR_RDMA_WRITE, lmr, local, 64, (uintptr_t)buf, tmr->rkey);
-  expect_wc("a new QP pair: RDMA WRITE", p.cq[0], IBV_WC_SUCCESS);
-  expect("  the bytes arrived", buf[0] == 0x5a && buf[63] == 0x5a, "compared");
-  post(p.qp[0], IBV_WR_RDMA_READ, lmr, local + 128, 64, (uintptr_t)buf, tmr->rkey);
-  expect_wc("  RDMA READ", p.cq[0], IBV_WC_SUCCESS);
-  expect("  the bytes came back", memcmp(local, local + 128, 64) == 0, "compared");
-  close_pair(&p);
-  ibv_dereg_mr(tmr);
-  ibv_dereg_mr(lmr);
-  munmap(buf, page);
-  munmap(local, page);
+  struct scene s;
+  open_scene(ends, map_pages(1, PROT_READ | PROT_WRITE), &s);
+  memset(s.local, 0x5a, 64);
+  post(s.p.qp[0], IBV_WR_RDMA_WRITE, s.lmr, s.local, 64, (uintptr_t)s.buf, s.tmr->rkey);
+  expect_wc("a new QP pair: RDMA WRITE", s.p.cq[0], IBV_WC_SUCCESS);
+  expect("  the bytes arrived", s.buf[0] == 0x5a && s.buf[63] == 0x5a, "compared");
+  post(s.p.qp[0], IBV_WR_RDMA_READ, s.lmr, s.local + 128, 64, (uintptr_t)s.buf, s.tmr->rkey);
+  expect_wc("  RDMA READ", s.p.cq[0], IBV_WC_SUCCESS);
+  expect("  the bytes came back", memcmp(s.local, s.local + 128, 64) == 0, "compared");
+  close_scene(&s, 0, 0);
 }
 
 int main(int argc, char** argv) {
