@@ -18,12 +18,14 @@
 #include <mutex>
 
 #include "common/hex.h"
+#include "provider/core/address_space.h"
 #include "provider/core/core_internal.h"
 #include "provider/core/cuda_memory.h"
 #include "provider/core/diagnostics.h"
 #include "provider/core/kernel_uverbs.h"
 #include "provider/core/provider_context.h"
 #include "provider/core_api.h"
+#include "transport/engine/dma_access.h"
 #include "transport/wire/lrh.h"
 
 using namespace ibemu;
@@ -257,6 +259,18 @@ static int check_mr_access(int access) {
   return 0;
 }
 
+// Host memory must be there for the access asked, as the kernel's
+// ib_umem_get finds when it pins the pages: EFAULT otherwise. The pages
+// are not pinned, though: memory the program unmaps later makes the
+// engine's access fail (transport/engine/dma_access.h), not the program.
+static int check_host_memory(const void* addr, size_t length, int access) {
+  engine::install_dma_fault_handler();
+  // ib_access_writable: these pin the pages for writing.
+  const bool writable = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
+  return provider::check_mapped(reinterpret_cast<uintptr_t>(addr), length, writable);
+}
+
 // `ibemu status` shows how many regions of a device are GPU memory.
 static void count_gpu_region(ibemu_core_context* c, uint64_t length, bool added) {
   engine::EngineCounters& counters = c->ctx.engine().counters();
@@ -279,6 +293,9 @@ int ibemu_core_reg_mr(ibemu_core_context* c, uint32_t pd, void* addr, size_t len
   if (!addr && length) return EINVAL;
   auto gpu = provider::CudaMemory::find(reinterpret_cast<uintptr_t>(addr), length);
   const bool on_gpu = gpu != nullptr;
+  if (!on_gpu) {
+    if (int err = check_host_memory(addr, length, access)) return err;
+  }
   *key = c->ctx.engine().mrs().add(pd, static_cast<uint8_t*>(addr), iova, length,
                                    static_cast<uint32_t>(access), std::move(gpu));
   if (!*key) return ENOMEM;  // the device's max_mr, or the configured byte limit
@@ -325,6 +342,23 @@ int ibemu_core_rereg_mr(ibemu_core_context* c, uint32_t key, int flags, uint32_t
   uint64_t new_iova = reinterpret_cast<uintptr_t>(addr), new_length = length;
   uint32_t new_access = static_cast<uint32_t>(access);
   const bool translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  if (translation || (flags & IBV_REREG_MR_CHANGE_ACCESS)) {
+    // The kernel pins the pages again for a new range or access; a GPU
+    // region and a dma-buf mapped here are not the program's host pages.
+    engine::MemoryRegion mr;
+    if (!c->ctx.engine().mrs().find_region(key, &mr)) return EINVAL;
+    bool dmabuf;
+    {
+      std::lock_guard lock(c->dmabuf_mutex);
+      dmabuf = c->dmabuf_maps.count(key) != 0;
+    }
+    if (!mr.device && !dmabuf) {
+      if (int err = check_host_memory(
+              translation ? addr : mr.addr, translation ? length : mr.length,
+              (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : static_cast<int>(mr.access)))
+        return err;
+    }
+  }
   bool ok = c->ctx.engine().mrs().modify(
       key, (flags & IBV_REREG_MR_CHANGE_PD) ? &pd : nullptr, translation ? &new_addr : nullptr,
       translation ? &new_iova : nullptr, translation ? &new_length : nullptr,

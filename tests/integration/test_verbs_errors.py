@@ -51,3 +51,16 @@ def test_objects_in_use_are_not_destroyed(fabric):
     the kernel's uverbs does; once the users are gone they succeed."""
     r = fabric.run([str(BUILD / "bin" / "destroy_order"), "-d", "ibemu0"], timeout=60)
     assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stdout + r.stderr
+
+
+def test_registration_checks_memory_and_vanished_memory_fails_the_request(fabric):
+    """ibv_reg_mr checks the memory as the kernel's pin does (EFAULT for an
+    address with nothing mapped, a PROT_NONE page, a read-only page asked
+    for write access); registered memory that is unmapped, protected or
+    truncated later ends the request that reaches it with an error
+    completion (remote access error for a peer's WRITE, READ or atomic,
+    local protection error for a local gather or scatter) and never kills
+    the target, whose devices serve a new QP pair afterwards."""
+    r = fabric.run([str(BUILD / "bin" / "mr_memory"), "-a", "ibemu0", "-b", "ibemu1"],
+                   timeout=120)
+    assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stdout + r.stderr

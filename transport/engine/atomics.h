@@ -32,8 +32,12 @@ inline uint64_t execute_atomic(uint8_t opcode, const wire::AtomicEth& a, uint64_
 inline bool execute_atomic(uint8_t opcode, const wire::AtomicEth& a, const MemorySpan& span,
                            uint64_t* orig) noexcept {
   if (!span.on_device()) {
-    DmaScope dma;
-    *orig = execute_atomic(opcode, a, reinterpret_cast<uint64_t*>(span.addr));
+    // Host memory: the CPU's atomic, guarded like a copy (dma_access.h).
+    auto* word = reinterpret_cast<uint64_t*>(span.addr);
+    uint64_t value = 0;
+    if (!dma_guarded(word, sizeof(*word), [&] { value = execute_atomic(opcode, a, word); }))
+      return false;
+    *orig = value;
     return true;
   }
   static std::mutex device_atomics;

@@ -3,7 +3,8 @@
 // (provider/core/cuda_memory.cc). A region registered on it keeps one of
 // these; every access the engine makes through such a region goes through
 // read() and write(), which return only once the bytes have moved, so a
-// completion reported after them means the data is in place.
+// completion reported after them means the data is in place. Host memory
+// is copied under a guard (dma_access.h): either kind may refuse an access.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -60,17 +61,11 @@ class MemorySpan {
 
   bool on_device() const noexcept { return device != nullptr; }
   bool write(size_t offset, const void* from, size_t n) const noexcept {
-    if (!device) {
-      dma_copy(addr + offset, from, n);
-      return true;
-    }
+    if (!device) return dma_write(addr + offset, from, n);
     return device->write(reinterpret_cast<uint64_t>(addr) + offset, from, n);
   }
   bool read(size_t offset, void* to, size_t n) const noexcept {
-    if (!device) {
-      dma_copy(to, addr + offset, n);
-      return true;
-    }
+    if (!device) return dma_read(to, addr + offset, n);
     return device->read(reinterpret_cast<uint64_t>(addr) + offset, to, n);
   }
 

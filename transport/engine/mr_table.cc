@@ -88,6 +88,14 @@ size_t MrTable::size() const {
   return regions_.size();
 }
 
+bool MrTable::find_region(uint32_t key, MemoryRegion* out) const {
+  std::shared_lock lock(mutex_);
+  auto it = regions_.find(key);
+  if (it == regions_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                        MemorySpan* out) const {
   std::shared_lock lock(mutex_);

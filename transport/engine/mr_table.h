@@ -79,6 +79,8 @@ class MrTable {
   bool modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
               const uint64_t* length, const uint32_t* access);
   size_t size() const;
+  /// The region a key names, if any (a copy: ibv_rereg_mr's checks).
+  bool find_region(uint32_t key, MemoryRegion* out) const;
 
   /// Checks a local access through an lkey (an SGE) and returns where it lands.
   MrCheck local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need_access,

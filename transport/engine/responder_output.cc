@@ -52,25 +52,27 @@ bool Responder::send_read_packet(QueuedResponse& r) noexcept {
   const uint32_t psn = wire::psn_add(r.psn, i);
   const uint8_t* data = nullptr;
   MemorySpan src;
-  if (n && (qp_.env.mrs->remote(r.rkey, qp_.init.pd, qp_.init.qpn, r.va + off, n, kAccessRemoteRead,
-                                &src) != MrCheck::kOk ||
-            (src.on_device() && !src.read(0, bounce_, n)))) {
-    // Gone or unreadable since the request was accepted: the requester
-    // learns it from a NAK in place of this response.
+  size_t total = 0;
+  if (!n || (qp_.env.mrs->remote(r.rkey, qp_.init.pd, qp_.init.qpn, r.va + off, n,
+                                 kAccessRemoteRead, &src) == MrCheck::kOk &&
+             (!src.on_device() || src.read(0, bounce_, n)))) {
+    if (n) data = src.on_device() ? bounce_ : src.addr;
+    // Straight to the link: send_response would queue it behind itself.
+    const PortAddress me = qp_.env.ports->port(qp_.attr.port_num);
+    ResponsePath path = response_path(me);
+    path.msn = r.msn;
+    total = write_response(
+        qp_.tx_buf, path, me, static_cast<uint8_t>(read_response_opcode(i, npkts)), psn,
+        wire::make_ack_syndrome(wire::kAethCreditInvalid), data, n, 0, qp_.env.sink->wants_crcs());
+  }
+  if (!total) {
+    // Deregistered, unreadable or unmapped since the request was accepted:
+    // the requester learns it from a NAK in place of this response.
     responses_out_.pop_front();
     fail(psn, wire::NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     return false;  // the queue's front is no longer `r`
   }
-  if (n) data = src.on_device() ? bounce_ : src.addr;
-  const wire::Opcode op = read_response_opcode(i, npkts);
   ++r.sent;
-  // Straight to the link: send_response would queue it behind itself.
-  const PortAddress me = qp_.env.ports->port(qp_.attr.port_num);
-  ResponsePath path = response_path(me);
-  path.msn = r.msn;
-  const size_t total = write_response(qp_.tx_buf, path, me, static_cast<uint8_t>(op), psn,
-                                      wire::make_ack_syndrome(wire::kAethCreditInvalid), data, n, 0,
-                                      qp_.env.sink->wants_crcs());
   qp_.transmit(qp_.peer.av.dlid, qp_.peer.qpn, qp_.tx_buf, total);
   return last;
 }

@@ -43,7 +43,8 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
   h.aeth.set_msn(path.msn);
   h.atomic_ack_eth.set_orig_data(atomic_orig);
   const size_t hlen = wire::write_headers(buf, h);
-  if (len) dma_copy(buf + hlen, payload, len);  // a READ response's comes from registered memory
+  // A READ response's payload comes from registered memory, which may be gone.
+  if (len && !dma_read(buf + hlen, payload, len)) return 0;
   return wire::finalize_packet(buf, hlen, len, crcs);
 }
 

@@ -33,7 +33,8 @@ void fill_address_headers(wire::PacketHeaders& h, const AddressVector& av,
 
 /// Writes one response packet into `buf` (wire::kMaxPacket bytes): an ACK, a
 /// READ response or an atomic ACK, `rc_opcode` being RC's opcode for it.
-/// Returns the packet's length.
+/// Returns the packet's length, or 0 when `payload` (registered host memory)
+/// faulted while it was copied.
 size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress& me,
                       uint8_t rc_opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                       uint32_t len, uint64_t atomic_orig, bool crcs) noexcept;
@@ -50,7 +51,8 @@ inline wire::Opcode read_response_opcode(uint32_t index, uint32_t npkts) {
 
 /// The responses to an RDMA READ of `len` bytes at `src` (IBA 9.7.5.2.2):
 /// one PMTU each, PSNs from `psn` on. Calls send(rc_opcode, psn, data, n)
-/// for each packet; device memory is copied through `bounce` (one PMTU).
+/// for each packet, which returns false when it could not read `data` (host
+/// memory gone); device memory is copied through `bounce` (one PMTU).
 /// Returns false when the memory refused a read (no further packet is sent).
 template <typename Send>
 bool for_each_read_response(const MemorySpan& src, uint32_t len, uint32_t mtu, uint32_t psn,
@@ -65,7 +67,7 @@ bool for_each_read_response(const MemorySpan& src, uint32_t len, uint32_t mtu, u
       if (n && !src.read(off, bounce, n)) return false;
       data = bounce;
     }
-    send(static_cast<uint8_t>(op), wire::psn_add(psn, i), data, n);
+    if (!send(static_cast<uint8_t>(op), wire::psn_add(psn, i), data, n)) return false;
   }
   return true;
 }

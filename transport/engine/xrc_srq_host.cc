@@ -220,18 +220,25 @@ void HcaEngine::serve_xrc_request(const uint8_t* data, size_t len) noexcept {
         const uint8_t ack = wire::make_ack_syndrome(wire::kAethCreditInvalid);
         uint8_t buf[wire::kMaxPacket];
         uint8_t bounce[wire::kMaxPayload];
-        // A device region that fails midway ends the responses; the
-        // requester's retries find it refused.
-        for_each_read_response(
-            src, reth.dma_len(), r.mtu, r.response_psn, bounce,
-            [&](uint8_t op, uint32_t psn, const uint8_t* bytes, uint32_t n) {
-              const size_t total =
-                  write_response(buf, r.path, me, op, psn, ack, bytes, n, 0, sink_->wants_crcs());
-              const TxResult sent = sink_->transmit(r.path.av.dlid, r.path.dest_qp, buf, total);
-              c.xmit_packets++;
-              c.xmit_bytes += total;
-              if (sent == TxResult::kNoRoute) c.xmit_discards++;
-            });
+        // Memory that fails on the first response is refused with a NAK in
+        // its place; midway, it ends the responses, and the requester's
+        // retries find it refused.
+        bool answered = false;
+        if (!for_each_read_response(
+                src, reth.dma_len(), r.mtu, r.response_psn, bounce,
+                [&](uint8_t op, uint32_t psn, const uint8_t* bytes, uint32_t n) {
+                  const size_t total = write_response(buf, r.path, me, op, psn, ack, bytes, n, 0,
+                                                      sink_->wants_crcs());
+                  if (!total) return false;
+                  const TxResult sent = sink_->transmit(r.path.av.dlid, r.path.dest_qp, buf, total);
+                  c.xmit_packets++;
+                  c.xmit_bytes += total;
+                  if (sent == TxResult::kNoRoute) c.xmit_discards++;
+                  answered = true;
+                  return true;
+                }) &&
+            !answered)
+          e.fail(NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
       }
     } else {
       e.fail(NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
