@@ -127,8 +127,8 @@ int ProviderContext::open(const char* ibdev_name, int cmd_fd) noexcept {
   Json reply;
   std::vector<int> fds;
   const int said_hello = daemon_.request(
-      {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}},
-      &reply, {}, &fds);
+      {{"op", "hello"}, {"role", "provider"}, {"pid", getpid()}, {"want_state_page", true}}, &reply,
+      {}, &fds);
   if (said_hello || !reply_ok(reply) || fds.size() != 1) {
     for (int fd : fds) close(fd);
     // A daemon past one of its limits says which (docs/security.md).
