@@ -15,8 +15,9 @@ namespace {
 // room for a loaded host.
 constexpr auto kSnapshotWait = std::chrono::milliseconds(250);
 constexpr auto kSnapshotPoll = std::chrono::milliseconds(2);
-// Details take at most this much of a reply (kMaxControlMessage is 1 MiB);
-// contexts beyond it give their totals only.
+// Details take at most this much of a reply, so that what one `status`
+// costs the daemon is bounded however many programs run; contexts beyond
+// it give their totals only.
 constexpr size_t kDetailsBudget = 768 * 1024;
 }  // namespace
 

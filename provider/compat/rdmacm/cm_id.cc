@@ -52,6 +52,9 @@ void attach_port(Library& lib, CmId* id, const PortAddress* port) {
   id->port = port;
   id->device = lib.device_index(port->device);
   id->pub.verbs = lib.devices[id->device].context;
+  // Middleware (UCX) creates its QPs with id->pd: an id on a device has one.
+  if (!id->pub.pd || id->pub.pd->context != id->pub.verbs)
+    id->pub.pd = lib.devices[id->device].shared_pd();
   id->pub.port_num = port->port;
   id->endpoint = port->umad_index;
   std::memcpy(&id->pub.route.addr.addr.ibaddr.sgid, port->gid.data(), 16);

@@ -47,7 +47,15 @@ struct Device {
   std::string name;
   ibv_context* context = nullptr;
   ibv_device_attr attr{};
-  ibv_pd* default_pd = nullptr;  // for QPs created with no PD
+  ibv_pd* default_pd = nullptr;
+
+  /// The device's protection domain that every rdma_cm id on it is given
+  /// (rdma_cm_id::pd) and QPs created with no PD use: one per device, made
+  /// on first use, as rdma-core's librdmacm does. Null when it cannot be.
+  ibv_pd* shared_pd() {
+    if (!default_pd && context) default_pd = ibv_alloc_pd(context);
+    return default_pd;
+  }
 };
 
 /// A port's CM endpoint: the umad file the daemon routes this process's CM

@@ -41,12 +41,45 @@ IBEMU_EXPORT void rdma_freeaddrinfo(rdma_addrinfo* res) {
   }
 }
 
+// Addresses given only in the hints (libfabric's verbs provider asks so)
+// come back as given, with the hints' flags, family, QP type and port space.
+static int addrinfo_from_hints(const rdma_addrinfo& hints, rdma_addrinfo** res) {
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (!r) {
+    errno = ENOMEM;
+    return -1;
+  }
+  r->ai_flags = hints.ai_flags;
+  r->ai_family = hints.ai_family;
+  r->ai_qp_type = hints.ai_qp_type;
+  r->ai_port_space = hints.ai_port_space;
+  bool copied = true;
+  if (hints.ai_dst_len && hints.ai_dst_addr) {
+    r->ai_dst_addr = copy_address(hints.ai_dst_addr, hints.ai_dst_len);
+    r->ai_dst_len = hints.ai_dst_len;
+    copied &= r->ai_dst_addr != nullptr;
+  }
+  if (hints.ai_src_len && hints.ai_src_addr) {
+    r->ai_src_addr = copy_address(hints.ai_src_addr, hints.ai_src_len);
+    r->ai_src_len = hints.ai_src_len;
+    copied &= r->ai_src_addr != nullptr;
+  }
+  if (!copied) {
+    rdma_freeaddrinfo(r);
+    errno = ENOMEM;
+    return -1;
+  }
+  *res = r;
+  return 0;
+}
+
 IBEMU_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                                   rdma_addrinfo** res) {
-  if (!res || (!node && !service)) {
+  if (!res || (!node && !service && !hints)) {
     errno = EINVAL;
-    return EAI_NONAME;
+    return -1;
   }
+  if (!node && !service) return addrinfo_from_hints(*hints, res);
   const int flags = hints ? hints->ai_flags : 0;
   const bool passive = flags & RAI_PASSIVE;
   addrinfo want{};

@@ -158,9 +158,7 @@ int qp_to_error(CmId* id) {
 int create_qp_locked(Library& lib, CmId* id, ibv_qp_init_attr_ex* attr) {
   if (!id->pub.verbs || id->device < 0) return EINVAL;
   if (!attr->pd) {
-    Device& dev = device_of(lib, id);
-    if (!dev.default_pd) dev.default_pd = ibv_alloc_pd(dev.context);
-    attr->pd = id->pub.pd ? id->pub.pd : dev.default_pd;
+    attr->pd = id->pub.pd ? id->pub.pd : device_of(lib, id).shared_pd();
     if (!attr->pd) return ENOMEM;
   }
   if (attr->pd->context != id->pub.verbs) return EINVAL;
@@ -233,9 +231,7 @@ IBEMU_EXPORT int rdma_create_srq_ex(rdma_cm_id* pub, ibv_srq_init_attr_ex* attr)
   CmId* id = from_pub(pub);
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
     std::lock_guard<std::mutex> lock(lib->mu);
-    Device& dev = device_of(*lib, id);
-    if (!dev.default_pd) dev.default_pd = ibv_alloc_pd(dev.context);
-    attr->pd = pub->pd ? pub->pd : dev.default_pd;
+    attr->pd = pub->pd ? pub->pd : device_of(*lib, id).shared_pd();
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
   ibv_srq* srq = ibv_create_srq_ex(pub->verbs, attr);

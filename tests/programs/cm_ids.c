@@ -1,0 +1,103 @@
+/*
+ * rdma_cm ids as middleware uses them, written against Debian's librdmacm:
+ *   cm_ids ADDR PORT
+ * 1. rdma_getaddrinfo(NULL, NULL, hints) with the addresses only in the
+ *    hints (libfabric's verbs provider asks so) gives them back, with the
+ *    hints' flags, QP type and port space;
+ * 2. an id bound to ADDR, and one whose address was resolved to ADDR, have
+ *    a protection domain of their device, one for the device (UCX creates
+ *    its QPs with id->pd), on which a QP can be created.
+ * Prints what it checked; exits 0 when all was as rdma-core's librdmacm does.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+static void check(int ok, const char* what) {
+  printf("%s %s\n", ok ? "ok" : "FAILED", what);
+  failures += !ok;
+}
+
+static struct sockaddr_in address(const char* ip, int port) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+    fprintf(stderr, "not an IPv4 address: %s\n", ip);
+    exit(2);
+  }
+  return a;
+}
+
+static void addresses_from_hints(const char* ip, int port) {
+  struct sockaddr_in src = address(ip, 0), dst = address(ip, port);
+  struct rdma_addrinfo hints = {0}, *res = NULL;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_qp_type = IBV_QPT_RC;
+  hints.ai_family = AF_INET;
+  hints.ai_src_addr = (struct sockaddr*)&src;
+  hints.ai_src_len = sizeof(src);
+  hints.ai_dst_addr = (struct sockaddr*)&dst;
+  hints.ai_dst_len = sizeof(dst);
+  const int ret = rdma_getaddrinfo(NULL, NULL, &hints, &res);
+  check(ret == 0 && res, "rdma_getaddrinfo(NULL, NULL, hints) succeeds");
+  if (ret || !res) return;
+  check(res->ai_dst_len == sizeof(dst) && !memcmp(res->ai_dst_addr, &dst, sizeof(dst)),
+        "the destination is the hints'");
+  check(res->ai_src_len == sizeof(src) && !memcmp(res->ai_src_addr, &src, sizeof(src)),
+        "the source is the hints'");
+  check(res->ai_port_space == RDMA_PS_TCP && res->ai_qp_type == IBV_QPT_RC &&
+            res->ai_family == AF_INET,
+        "the port space, QP type and family are the hints'");
+  rdma_freeaddrinfo(res);
+}
+
+static int qp_on_the_ids_pd(struct rdma_cm_id* id) {
+  struct ibv_cq* cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+  if (!cq) return 0;
+  struct ibv_qp_init_attr attr = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(id->pd, &attr);
+  const int ok = qp != NULL;
+  if (qp) ibv_destroy_qp(qp);
+  ibv_destroy_cq(cq);
+  return ok;
+}
+
+static void ids_have_a_pd(const char* ip) {
+  struct rdma_cm_id *bound = NULL, *resolved = NULL;
+  if (rdma_create_id(NULL, &bound, NULL, RDMA_PS_TCP) ||
+      rdma_create_id(NULL, &resolved, NULL, RDMA_PS_TCP)) {
+    perror("rdma_create_id");
+    exit(1);
+  }
+  check(bound->pd == NULL, "a new id has no protection domain yet");
+  struct sockaddr_in src = address(ip, 0), dst = address(ip, 7);
+  check(rdma_bind_addr(bound, (struct sockaddr*)&src) == 0, "rdma_bind_addr");
+  check(bound->verbs && bound->pd && bound->pd->context == bound->verbs,
+        "a bound id has a protection domain of its device");
+  check(rdma_resolve_addr(resolved, NULL, (struct sockaddr*)&dst, 2000) == 0, "rdma_resolve_addr");
+  check(resolved->pd && resolved->pd->context == resolved->verbs,
+        "an id whose address is resolved has a protection domain of its device");
+  check(resolved->pd == bound->pd, "ids of one device share its protection domain");
+  check(bound->pd && qp_on_the_ids_pd(bound), "a QP is created on id->pd");
+  rdma_destroy_id(resolved);
+  rdma_destroy_id(bound);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: cm_ids ADDR PORT\n");
+    return 2;
+  }
+  addresses_from_hints(argv[1], atoi(argv[2]));
+  ids_have_a_pd(argv[1]);
+  return failures ? 1 : 0;
+}
