@@ -27,7 +27,6 @@ uint16_t CmPortSpace::bind(uint64_t session, int ps, const std::string& ip, uint
     return 0;
   }
   bindings_.push_back({session, ps, ip, port});
-  ++held_[session];
   return port;
 }
 
@@ -37,20 +36,18 @@ bool CmPortSpace::unbind(uint64_t session, int ps, const std::string& ip, uint16
   });
   if (it == bindings_.end()) return false;
   bindings_.erase(it);
-  if (--held_[session] == 0) held_.erase(session);
   return true;
 }
 
 size_t CmPortSpace::held_by(uint64_t session) const {
-  auto it = held_.find(session);
-  return it == held_.end() ? 0 : it->second;
+  return size_t(std::count_if(bindings_.begin(), bindings_.end(),
+                              [session](const CmPortBinding& b) { return b.session == session; }));
 }
 
 void CmPortSpace::release_all(uint64_t session) {
   bindings_.erase(std::remove_if(bindings_.begin(), bindings_.end(),
                                  [&](const CmPortBinding& b) { return b.session == session; }),
                   bindings_.end());
-  held_.erase(session);
 }
 
 }  // namespace ibemu

@@ -5,7 +5,6 @@
 // either address is a wildcard or both are the same. Sessions hold their
 // reservations until they release them or close.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -41,7 +40,6 @@ class CmPortSpace {
   bool taken(int ps, const std::string& ip, uint16_t port) const;
 
   std::vector<CmPortBinding> bindings_;
-  std::map<uint64_t, size_t> held_;  // reservations by session
   uint16_t next_ephemeral_ = kEphemeralFirst;
 };
 

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -181,7 +182,6 @@ void ControlServer::on_acceptable() {
     SessionInfo info{next_id_++, cred.pid, cred.uid, "unknown"};
     auto session = std::make_shared<Session>(*this, fd, info);
     sessions_[info.id] = session;
-    ++sessions_of_uid_[cred.uid];
     session->start();
   }
   do_accept();
@@ -193,12 +193,14 @@ std::string ControlServer::refusal(unsigned uid) const {
         "ibemud serves {} connections, all its descriptor limit allows (raise the "
         "daemon's ulimit -n)",
         sessions_.size());
-  auto it = sessions_of_uid_.find(uid);
-  if (uid != 0 && it != sessions_of_uid_.end() && it->second >= sessions_per_user_)
+  if (uid == 0) return {};
+  const auto of_uid = std::count_if(sessions_.begin(), sessions_.end(),
+                                    [uid](const auto& s) { return s.second->info().uid == uid; });
+  if (size_t(of_uid) >= sessions_per_user_)
     return fmt::format(
         "user {} has {} connections to ibemud, its limit (config "
         "limits.sessions_per_user)",
-        uid, it->second);
+        uid, of_uid);
   return {};
 }
 
@@ -231,8 +233,6 @@ void ControlServer::on_session_closed(SessionId id) {
   if (it == sessions_.end()) return;
   auto keep = it->second;  // the session runs this call; keep it alive until return
   sessions_.erase(it);
-  auto uid = sessions_of_uid_.find(keep->info().uid);
-  if (uid != sessions_of_uid_.end() && --uid->second == 0) sessions_of_uid_.erase(uid);
   handler_.on_session_closed(keep->info());
 }
 

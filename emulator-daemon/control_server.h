@@ -76,7 +76,6 @@ class ControlServer {
   int spare_fd_ = -1;
   uint32_t sessions_per_user_;
   size_t max_sessions_;  // what the daemon's descriptor limit allows
-  std::map<unsigned, uint32_t> sessions_of_uid_;
   std::map<SessionId, std::shared_ptr<Session>> sessions_;
   SessionId next_id_ = 1;
   bool stopped_ = false;

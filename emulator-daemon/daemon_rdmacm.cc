@@ -79,10 +79,10 @@ Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
   if (port != 0 && port < kFirstUnprivilegedPort && s.uid != 0)
     return error_reply(EACCES, fmt::format("rdma_cm port {} is privileged (below {})", port,
                                            kFirstUnprivilegedPort));
-  if (cm_ports_.held_by(s.id) >= config_.cm_binds_per_session)
+  if (const size_t held = cm_ports_.held_by(s.id); held >= config_.cm_binds_per_session)
     return error_reply(EMFILE, fmt::format("this connection holds {} rdma_cm ports, its limit "
                                            "(config limits.cm_binds_per_session)",
-                                           cm_ports_.held_by(s.id)));
+                                           held));
   const uint16_t got = cm_ports_.bind(s.id, ps, ip, uint16_t(port));
   if (!got) return error_reply(EADDRINUSE, fmt::format("rdma_cm port {} is in use", port));
   return {{"ok", true}, {"port", got}};
