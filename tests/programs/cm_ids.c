@@ -6,7 +6,10 @@
  *    hints' flags, QP type and port space;
  * 2. an id bound to ADDR, and one whose address was resolved to ADDR, have
  *    a protection domain of their device, one for the device (UCX creates
- *    its QPs with id->pd), on which a QP can be created.
+ *    its QPs with id->pd), on which a QP can be created;
+ * 3. a synchronous id moved to an event channel (libfabric resolves with
+ *    rdma_create_ep, then rdma_migrate_id) has its kept event acknowledged
+ *    on the way, so rdma_destroy_id returns instead of waiting for it.
  * Prints what it checked; exits 0 when all was as rdma-core's librdmacm does.
  */
 #include <arpa/inet.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures;
 
@@ -92,12 +96,35 @@ static void ids_have_a_pd(const char* ip) {
   rdma_destroy_id(bound);
 }
 
+static void sync_id_moves_to_a_channel(const char* ip) {
+  struct rdma_cm_id* id = NULL;
+  struct rdma_event_channel* channel = rdma_create_event_channel();
+  if (!channel || rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP)) {
+    perror("rdma_create_id");
+    exit(1);
+  }
+  struct sockaddr_in dst = address(ip, 7);
+  check(rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 2000) == 0 && id->event,
+        "a synchronous id keeps its ADDR_RESOLVED event");
+  errno = 0;
+  check(rdma_migrate_id(id, NULL) == -1 && errno == EINVAL,
+        "a synchronous id cannot move to a channel of its own (EINVAL)");
+  check(rdma_migrate_id(id, channel) == 0 && id->event == NULL && id->channel == channel,
+        "rdma_migrate_id to a channel acknowledges the kept event");
+  alarm(10);  // a destroy waiting for an acknowledgement never comes back
+  check(rdma_destroy_id(id) == 0, "rdma_destroy_id of the moved id returns");
+  alarm(0);
+  rdma_destroy_event_channel(channel);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: cm_ids ADDR PORT\n");
     return 2;
   }
+  setvbuf(stdout, NULL, _IOLBF, 0);  // what was checked shows even if the alarm ends it
   addresses_from_hints(argv[1], atoi(argv[2]));
   ids_have_a_pd(argv[1]);
+  sync_id_moves_to_a_channel(argv[1]);
   return failures ? 1 : 0;
 }

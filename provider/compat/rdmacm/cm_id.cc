@@ -137,14 +137,7 @@ IBEMU_EXPORT int rdma_destroy_id(rdma_cm_id* pub) {
   if (int err = Library::get(&lib)) return fail(err);
   CmId* id = from_pub(pub);
   std::unique_lock<std::mutex> lock(lib->mu);
-  if (id->sync && id->pub.event) {
-    auto* e = reinterpret_cast<Event*>(id->pub.event);
-    id->pub.event = nullptr;
-    from_pub(e->pub.listen_id && e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->pub.listen_id
-                                                                               : e->pub.id)
-        ->events_acked++;
-    delete e;
-  }
+  release_sync_event(*lib, id);
   leave_all_groups(*lib, id);
   end_connection(*lib, id);
   stop_listening(*lib, id);
@@ -209,8 +202,12 @@ IBEMU_EXPORT int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
   if (int err = Library::get(&lib)) return fail(err);
   std::lock_guard<std::mutex> lock(lib->mu);
   CmId* id = from_pub(pub);
+  if (id->sync && !channel) return fail(EINVAL);
   Channel* to = channel ? from_pub(channel) : new_channel(true);
   if (!to) return -1;
+  // The event a synchronous id kept is acknowledged as it leaves its own
+  // channel: on the new one the program acknowledges every event it takes.
+  release_sync_event(*lib, id);
   if (!channel) to->owner = id;
   // Events of the id not yet taken move with it.
   Channel* from = id->channel;

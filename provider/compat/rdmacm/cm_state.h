@@ -267,6 +267,9 @@ void signal_event(Channel* ch);
 bool take_signal(Channel* ch);
 /// Removes the id's events not yet taken from its channel.
 void drop_queued_events(CmId* id);
+/// A synchronous id keeps its last event in id->pub.event until its next
+/// operation; acknowledges and forgets it. Caller holds the mutex.
+void release_sync_event(Library& lib, CmId* id);
 
 /// Sets errno and returns -1.
 inline int fail(int err) {

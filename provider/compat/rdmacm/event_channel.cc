@@ -70,6 +70,15 @@ void drop_queued_events(CmId* id) {
   ch->queue.erase(std::remove_if(ch->queue.begin(), ch->queue.end(), gone), ch->queue.end());
 }
 
+void release_sync_event(Library& lib, CmId* id) {
+  if (!id->sync || !id->pub.event) return;
+  auto* e = reinterpret_cast<Event*>(id->pub.event);
+  id->pub.event = nullptr;
+  event_owner(e)->events_acked++;
+  delete e;
+  lib.cv.notify_all();
+}
+
 int wait_sync_event(CmId* id, rdma_cm_event_type expected) {
   if (id->pub.event) {
     rdma_ack_cm_event(id->pub.event);
