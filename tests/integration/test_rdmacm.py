@@ -85,6 +85,13 @@ def test_ids_and_addrinfo_as_middleware_uses_them(fabric):
     assert r.stdout.count("ok ") == 15, r.stdout
 
 
+def test_librdmacm_outlives_its_last_dlclose(fabric):
+    """Open MPI unloads libfabric, and with it librdmacm, at MPI_Finalize;
+    the library's own thread must not be left running unmapped code."""
+    r = fabric.run([str(BUILD / "bin" / "cm_unload")], timeout=60)
+    assert r.returncode == 0 and "ok librdmacm stays mapped" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("server_addr,client_addr", [(SERVER, SERVER), ("0.0.0.0", OTHER)])
 def test_rping_verifies_100_pings(fabric, server_addr, client_addr):
     port = 7100
