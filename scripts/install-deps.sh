@@ -6,6 +6,7 @@ PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev libssl-dev
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs opensm
+  ucx-utils libucx-dev openmpi-bin libopenmpi-dev libfabric-bin
   python3-pytest python3-venv python3-pip iproute2 procps tshark
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static dkms
   clang libclang-rt-14-dev"
