@@ -73,8 +73,39 @@ SysfsTree::SysfsTree(std::string root, const Config& config)
 
 SysfsTree::~SysfsTree() = default;
 
+std::string SysfsTree::parent_device_dir(int device) const {
+  return root_ + "/" + parent_device_path(config_.devices[device].name);
+}
+
 std::string SysfsTree::device_dir(int device) const {
-  return root_ + "/class/infiniband/" + config_.devices[device].name;
+  return parent_device_dir(device) + "/infiniband/" + config_.devices[device].name;
+}
+
+std::string parent_device_path(const std::string& ibdev) {
+  return "devices/virtual/ibemu/" + ibdev;
+}
+
+// A kernel class entry is a symlink to the device's place under devices/,
+// which sits inside the directory of the device it hangs off (its parent,
+// `device`). Tools read that parent: UCX takes the directory two levels up
+// from the resolved class entry as the HCA's bus device and reads its
+// `vendor` and `device` there; others read `device/numa_node`. A real HCA's
+// parent is a PCI function; ibemu's is a virtual device of its own class,
+// so nothing claims a bus address that does not exist. Relative links keep
+// the tree valid wherever its root is.
+void SysfsTree::create_parent_device(int device) {
+  const DeviceConfig& dev = config_.devices[device];
+  std::string parent = parent_device_dir(device);
+  fs::create_directories(parent);
+  // The ids the HCA reports (ibv_query_device), in the format of a PCI
+  // device's files.
+  must_write(parent + "/vendor", fmt::format("0x{:04x}\n", dev.vendor_id));
+  must_write(parent + "/device", fmt::format("0x{:04x}\n", dev.vendor_part_id));
+  // No NUMA affinity, as the kernel reports for a device off any node.
+  must_write(parent + "/numa_node", "-1\n");
+  fs::create_directory_symlink("../../../" + dev.name, device_dir(device) + "/device");
+  fs::create_directory_symlink("../../" + parent_device_path(dev.name) + "/infiniband/" + dev.name,
+                               root_ + "/class/infiniband/" + dev.name);
 }
 
 std::string SysfsTree::port_dir(PortRef port) const {
@@ -83,6 +114,7 @@ std::string SysfsTree::port_dir(PortRef port) const {
 
 void SysfsTree::create(const Subnet& subnet) {
   remove();
+  fs::create_directories(root_ + "/class/infiniband");
   fs::create_directories(root_ + "/class/infiniband_verbs");
   fs::create_directories(root_ + "/class/infiniband_mad");
   fs::create_directories(root_ + "/dev/infiniband");
@@ -120,6 +152,7 @@ void SysfsTree::create(const Subnet& subnet) {
 
     std::string dir = device_dir(d);
     fs::create_directories(dir + "/ports");
+    create_parent_device(static_cast<int>(d));
     must_write(dir + "/node_type", "1: CA\n");
     must_write(dir + "/node_guid", format_sysfs_guid(dev.node_guid) + "\n");
     must_write(dir + "/sys_image_guid", format_sysfs_guid(dev.sys_image_guid) + "\n");

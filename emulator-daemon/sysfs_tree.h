@@ -1,7 +1,8 @@
 #pragma once
 // The fake sysfs tree of no-kernel mode: the files libibverbs, libibumad
-// (ibstat) and ibstatus read, in the formats the kernel writes them. The
-// preload shim points /sys/class/infiniband* and /dev/infiniband here.
+// (ibstat), ibstatus and UCX read, in the formats and layout the kernel
+// writes them. The preload shim points /sys/class/infiniband*,
+// /sys/devices/virtual/ibemu and /dev/infiniband here.
 #include <string>
 
 #include "common/config.h"
@@ -22,6 +23,8 @@ class SysfsTree {
   void remove() noexcept;
 
  private:
+  void create_parent_device(int device);
+  std::string parent_device_dir(int device) const;
   std::string device_dir(int device) const;
   std::string port_dir(PortRef port) const;
 
@@ -29,6 +32,9 @@ class SysfsTree {
   const Config& config_;
 };
 
+/// Where the device an HCA hangs off lives, relative to the sysfs root:
+/// "devices/virtual/ibemu/<ibdev>".
+std::string parent_device_path(const std::string& ibdev);
 /// "0002:c903:00ab:cd01" — the kernel's GUID format in sysfs.
 std::string format_sysfs_guid(uint64_t guid);
 /// "fe80:0000:0000:0000:0002:c903:00ab:cd02" — a GID as sysfs prints it.

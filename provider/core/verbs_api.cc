@@ -24,6 +24,7 @@
 #include "provider/core/diagnostics.h"
 #include "provider/core/kernel_uverbs.h"
 #include "provider/core/provider_context.h"
+#include "provider/core/queue_sizing.h"
 #include "provider/core_api.h"
 #include "transport/engine/dma_access.h"
 #include "transport/wire/lrh.h"
@@ -691,11 +692,9 @@ int ibemu_core_detach_mcast(ibemu_core_qp* q, const ibv_gid* gid, uint16_t lid) 
 
 ibemu_core_srq* ibemu_core_create_srq(ibemu_core_context* c, ibv_srq* ibsrq, ibv_srq_attr* attr,
                                       int* err) {
-  if (attr->max_wr < 1 || attr->max_wr > DeviceLimits::kMaxSrqWr || attr->max_sge < 1 ||
-      attr->max_sge > DeviceLimits::kMaxSge || attr->srq_limit > attr->max_wr) {
-    *err = EINVAL;
+  const DeviceStateView& d = c->ctx.device();
+  if ((*err = provider::size_srq(provider::queue_sizing_for(d.vendor_id, d.vendor_part_id), attr)))
     return nullptr;
-  }
   auto* s = new (std::nothrow) ibemu_core_srq;
   if (!s) {
     *err = ENOMEM;

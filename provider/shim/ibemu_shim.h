@@ -3,7 +3,9 @@
  *
  * The shim is loaded with LD_PRELOAD into every process of an emulated
  * environment. When IBEMU_SYSFS names the fake sysfs tree written by ibemud it
- *   - redirects /sys/class/infiniband{,_verbs,_mad}[/...] into that tree,
+ *   - redirects /sys/class/infiniband{,_verbs,_mad}[/...] and
+ *     /sys/devices/virtual/ibemu[/...] (where the class entries' links
+ *     point) into that tree,
  *   - lists /dev/infiniband from $IBEMU_SYSFS/dev/infiniband and makes
  *     /dev/infiniband/uverbsN (for every uverbsN of the fake tree) look like a
  *     character device backed by /dev/null,

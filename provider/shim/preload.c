@@ -6,8 +6,9 @@
  * The shim is loaded into every process started under `ibemu run`, /bin/sh
  * and coreutils included, so it is written to cost nothing where it has
  * nothing to do:
- *   - a path is looked at only when it starts with "/sys/class/infiniband" or
- *     "/dev/infiniband"; everything else goes straight to libc;
+ *   - a path is looked at only when it starts with "/sys/class/infiniband",
+ *     "/sys/devices/virtual/ibemu" or "/dev/infiniband"; everything else goes
+ *     straight to libc;
  *   - write() and close() do one bounds-checked load from a table of fds;
  *   - no wrapper locks, uses stdio or allocates (beyond what the wrapped
  *     call itself does, e.g. realpath(path, NULL)), so a wrapper is
@@ -239,9 +240,13 @@ EXPORT int ibemu_shim_active(void) { return 1; }
 
 static const char k_sys_ib[] = "/sys/class/infiniband";
 static const char k_dev_ib[] = "/dev/infiniband";
+/* Where the class entries' links point (sysfs_tree.cc): a program that
+ * resolves a link by hand (readlink, then a path under /sys) lands here. */
+static const char k_sys_ibemu_parents[] = "/sys/devices/virtual/ibemu";
 #define K_SYS_IB_LEN (sizeof k_sys_ib - 1)
+#define K_SYS_IBEMU_PARENTS_LEN (sizeof k_sys_ibemu_parents - 1)
 #define K_DEV_IB_LEN (sizeof k_dev_ib - 1)
-#define K_SYS_LEN 4 /* "/sys": the tree under $IBEMU_SYSFS starts at class/ */
+#define K_SYS_LEN 4 /* "/sys": the tree under $IBEMU_SYSFS holds what lies below it */
 #define DEV_NULL "/dev/null"
 
 enum map_kind { MAP_TREE, MAP_UVERBS, MAP_UMAD, MAP_ISSM };
@@ -249,12 +254,15 @@ enum map_kind { MAP_TREE, MAP_UVERBS, MAP_UMAD, MAP_ISSM };
 static inline int component_end(char c) { return c == '\0' || c == '/'; }
 
 /* Whether the path names one of the locations that rdma-core and the
- * diagnostics tools hard-code. Whole components only: /sys/class/infiniband_x
- * and /dev/infinibandx are left alone. */
+ * diagnostics tools hard-code, or the one the class entries link to. Whole
+ * components only: /sys/class/infiniband_x and /dev/infinibandx are left
+ * alone. */
 static inline int wants_map(const char* path) {
   if (path == NULL || path[0] != '/') return 0;
   if (path[1] == 's') {
-    if (strncmp(path, k_sys_ib, K_SYS_IB_LEN) != 0) return 0;
+    if (strncmp(path, k_sys_ib, K_SYS_IB_LEN) != 0)
+      return strncmp(path, k_sys_ibemu_parents, K_SYS_IBEMU_PARENTS_LEN) == 0 &&
+             component_end(path[K_SYS_IBEMU_PARENTS_LEN]);
     const char* s = path + K_SYS_IB_LEN;
     if (component_end(s[0])) return 1;
     if (strncmp(s, "_verbs", 6) == 0) return component_end(s[6]);

@@ -1,8 +1,11 @@
 """The emulated HCAs as rdma-core's own tools see them (ibverbs-utils,
 infiniband-diags): before the subnet manager runs and after."""
 import re
+import shutil
 import subprocess
 import time
+
+import pytest
 
 
 def port_blocks(devinfo_text):
@@ -180,3 +183,41 @@ def test_everything_works_for_an_unprivileged_user(tmp_path):
     finally:
         subprocess.run(drop + [ibemu, "down"], capture_output=True, timeout=60)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_each_hca_hangs_off_a_virtual_device(fabric):
+    """As in the kernel's sysfs, the class entry links to the HCA's place
+    under devices/, inside the device it hangs off; that one is virtual (no
+    bus address) and carries the ids the HCA reports."""
+    dev = "/sys/class/infiniband/ibemu0"
+    out = fabric.run(["readlink", "-f", dev, f"{dev}/device"], check=True).stdout.split()
+    assert out == ["/sys/devices/virtual/ibemu/ibemu0/infiniband/ibemu0",
+                   "/sys/devices/virtual/ibemu/ibemu0"], out
+    devinfo = fabric.run(["ibv_devinfo", "-d", "ibemu0"], check=True).stdout
+    vendor = int(field(devinfo, "vendor_id"), 16)
+    part = int(field(devinfo, "vendor_part_id"))
+    files = fabric.run(["cat", f"{dev}/device/vendor", f"{dev}/device/device",
+                        f"{dev}/device/numa_node"], check=True).stdout.split()
+    assert files == [f"0x{vendor:04x}", f"0x{part:04x}", "-1"], files
+    # No netdev behind it: pyverbs' tests look for one only where device/net exists.
+    assert fabric.run(["test", "-e", f"{dev}/device/net"]).returncode == 1
+
+
+def test_ucx_finds_the_device_and_its_ids(fabric):
+    """UCX takes the device directory from the resolved class entry and
+    reads the ids there; without it, it logs "sysfs path undetected" and a
+    vendor id of 0."""
+    if not shutil.which("ucx_info"):
+        pytest.skip("ucx_info (ucx-utils) is not installed")
+    r = fabric.run(["env", "UCX_LOG_LEVEL=debug", "ucx_info", "-d"], timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "sysfs path undetected" not in out, out[-4000:]
+    devinfo = fabric.run(["ibv_devinfo", "-d", "ibemu0"], check=True).stdout
+    vendor = int(field(devinfo, "vendor_id"), 16)
+    part = int(field(devinfo, "vendor_part_id"))
+    for dev in ("ibemu0", "ibemu1"):
+        assert re.search(rf"{dev}: vendor_id 0x{vendor:x} device_id {part}\b", out), out[-4000:]
+        assert re.search(rf"{dev}: PF sysfs path is '\S*/devices/virtual/ibemu/{dev}'", out), \
+            out[-4000:]
+    assert re.search(r"Device: ibemu0:1", out), out[-4000:]

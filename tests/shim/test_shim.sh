@@ -69,7 +69,10 @@ put $p/cap_mask 0x02514868
 put $p/link_layer InfiniBand
 put $p/gids/0 fe80:0000:0000:0000:0002:c903:0000:1235
 put $p/pkeys/0 0xffff
-mkdir -p "$tree/dev/infiniband" "$tree/class/infiniband_x"
+# The device the HCA hangs off, and its link, as ibemud lays them out.
+put devices/virtual/ibemu/fake0/vendor 0x02c9
+ln -s ../../../devices/virtual/ibemu/fake0 "$tree/$ca/device"
+mkdir -p "$tree/dev/infiniband" "$tree/class/infiniband_x" "$tree/devices/virtual/ibemux"
 : >"$tree/dev/infiniband/uverbs0"
 : >"$tree/dev/infiniband/umad0"
 
@@ -148,6 +151,12 @@ expect "find walks the tree" /sys/class/infiniband/fake0/ports/1/state \
 # coreutils resolves component by component with readlink(); none of the
 # redirected components is a link, so the name stays under /sys.
 expect "coreutils realpath" /sys/class/infiniband/fake0 shim realpath /sys/class/infiniband/fake0
+expect "cat through the device link" 0x02c9 shim cat /sys/class/infiniband/fake0/device/vendor
+expect "the link's target is redirected too" 0x02c9 shim cat /sys/devices/virtual/ibemu/fake0/vendor
+expect "coreutils realpath follows the device link" /sys/devices/virtual/ibemu/fake0 \
+  shim realpath /sys/class/infiniband/fake0/device
+expect_fail "whole components only: /sys/devices/virtual/ibemux is not redirected" \
+  shim ls /sys/devices/virtual/ibemux
 expect_grep "ls -l of a device directory" ' node_guid$' shim ls -l /sys/class/infiniband/fake0
 expect "head reads node_type" "1: CA" shim head -n1 /sys/class/infiniband/fake0/node_type
 expect "relative IBEMU_SYSFS is pinned for child processes" 0002:c903:0000:1234 \

@@ -52,6 +52,15 @@ TEST(EngineSrq, GivenBadPostsExpectErrnoAndIndex) {
   EXPECT_EQ(bad, 1) << "the third WQE does not fit";
 }
 
+TEST(EngineSrq, GivenSrqOfZeroWrsExpectEveryPostRefused) {
+  SharedReceiveQueue srq(0, 1, nullptr);  // what mlx5 grants for max_wr 0
+  RecvWqe w = wqe(1);
+  int bad = -1;
+  EXPECT_EQ(srq.post(&w, 1, &bad), ENOMEM);
+  EXPECT_EQ(bad, 0);
+  EXPECT_TRUE(srq.empty());
+}
+
 TEST(EngineSrq, GivenQpOnSrqEnteringErrorExpectLastWqeAndSrqWqesKept) {
   testing::FakeLink link;
   testing::ConnectParams p;

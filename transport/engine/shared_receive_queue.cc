@@ -15,7 +15,8 @@ int SharedReceiveQueue::post(const RecvWqe* wrs, int count, int* bad) noexcept {
   for (int i = 0; i < count; ++i) {
     *bad = i;
     const RecvWqe& w = wrs[i];
-    if (ring_.full()) return ENOMEM;
+    // An SRQ of 0 WRs (mlx5 grants one when asked for 0) holds none.
+    if (ring_.full() || max_wr_ == 0) return ENOMEM;
     if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > max_sge_) return EINVAL;
     RecvWqe& q = ring_.push();
     q = w;
