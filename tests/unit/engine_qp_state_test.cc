@@ -564,6 +564,15 @@ TEST_F(PostFixture, GivenInlineDataExpectItLimitedToMaxInlineData) {
   EXPECT_EQ(testing::post(*qp, w), EINVAL);
 }
 
+TEST_F(PostFixture, GivenAnEmptyInlineSgeWithNoAddressExpectItPostedAndSkipped) {
+  auto qp = make_qp(QpType::kRc, S::kRts);
+  SendWqe w =
+      testing::send_wr(1, WrOpcode::kSend, {region_.sge(0, 8), region_.sge(8, 8)}, kSendInline);
+  w.sge[1].addr = 0;  // UCX sends its short messages so
+  w.sge[1].length = 0;
+  EXPECT_EQ(testing::post(*qp, w), 0);
+}
+
 TEST_F(PostFixture, GivenUnpolledFlushesExpectResetTakesThemAndLeavesOtherQpsAlone) {
   auto gone = make_qp(QpType::kRc, S::kRts);
   auto other = make_qp(QpType::kRc, S::kRts);

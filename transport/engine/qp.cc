@@ -227,6 +227,8 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       // Inline data is copied at post time; the buffer may be reused at once.
       uint32_t off = 0;
       for (int s = 0; s < w.num_sge; ++s) {
+        // An empty SGE may carry no address at all (UCX posts one with NULL).
+        if (w.sge[s].length == 0) continue;
         std::memcpy(q.inline_data + off, reinterpret_cast<const void*>(w.sge[s].addr),
                     w.sge[s].length);
         off += w.sge[s].length;
