@@ -6,11 +6,7 @@
  *   1. armed for solicited events only, an unsolicited SEND raises no event;
  *   2. a solicited SEND then does (poll() sees the fd readable);
  *   3. re-armed for any completion, the next SEND makes epoll_wait report it;
- *   4. unarmed, a SEND raises nothing;
- *   5. arming while that completion still waits unpolled raises the event at
- *      once, as ConnectX HCAs do: programs that poll until empty and then arm
- *      (Open MPI's UD connection manager) are otherwise never woken for a
- *      completion that lands in between; ibv_ack_cq_events and teardown work.
+ *   4. unarmed, a SEND raises nothing; ibv_ack_cq_events and teardown work.
  * Prints "ok" and exits 0, or says which step failed.
  */
 #include <infiniband/verbs.h>
@@ -109,12 +105,6 @@ int main(void) {
   /* 4. Not re-armed: no event. */
   SEND(0);
   if (poll(&pfd, 1, 300) != 0) FAIL("step 4: an unarmed CQ raised an event");
-  /* 5. Arming over step 4's unpolled completion raises the event at once. */
-  if (ibv_req_notify_cq(cqb, 0)) FAIL("req_notify_cq failed");
-  if (poll(&pfd, 1, 5000) != 1) FAIL("step 5: arming over an unpolled completion raised no event");
-  if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != cqb) FAIL("step 5: wrong CQ");
-  ++events;
-  if (ibv_poll_cq(cqb, 8, wc) != 1) FAIL("step 5: expected step 4's receive completion");
   ibv_ack_cq_events(cqb, events);
   ibv_destroy_qp(qa);
   ibv_destroy_qp(qb);

@@ -19,13 +19,12 @@ bool CompletionQueue::push(const Completion& c, bool solicited) {
       if (on_overrun_) on_overrun_();
       return false;
     }
+    ring_[(head_ + count_) % ring_.size()] = c;
+    ++count_;
     // Errors count as solicited: a consumer waiting for solicited events must
     // still hear about a failure (IBA 11.4.2.2).
-    const bool wakes_solicited = solicited || c.status != WcStatus::kSuccess;
-    ring_[(head_ + count_) % ring_.size()] = {c, wakes_solicited};
-    ++count_;
-    waking_solicited_ += wakes_solicited;
-    if (armed_ == Armed::kNext || (armed_ == Armed::kSolicited && wakes_solicited)) {
+    if (armed_ == Armed::kNext ||
+        (armed_ == Armed::kSolicited && (solicited || c.status != WcStatus::kSuccess))) {
       armed_ = Armed::kNo;
       fire = true;
     }
@@ -34,36 +33,27 @@ bool CompletionQueue::push(const Completion& c, bool solicited) {
   return true;
 }
 
-void CompletionQueue::take_head() {
-  waking_solicited_ -= ring_[head_].wakes_solicited;
-  head_ = (head_ + 1) % ring_.size();
-  --count_;
-}
-
 int CompletionQueue::poll(int max, Completion* out) {
-  return poll_each(max, [&out](const Completion& c) { *out++ = c; });
+  std::lock_guard lock(mutex_);
+  int n = 0;
+  while (n < max && count_) {
+    out[n++] = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+  }
+  return n;
 }
 
 void CompletionQueue::arm(bool solicited_only) {
-  bool fire = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (armed_ == Armed::kNext) return;  // "next" already covers solicited
-    if (overrun_) {
-      // An overrun CQ reported its error event; it takes nothing more.
-      armed_ = solicited_only ? Armed::kSolicited : Armed::kNext;
-      return;
-    }
-    fire = solicited_only ? waking_solicited_ > 0 : count_ > 0;
-    armed_ = fire ? Armed::kNo : solicited_only ? Armed::kSolicited : Armed::kNext;
-  }
-  if (fire && notify_) notify_();
+  std::lock_guard lock(mutex_);
+  if (armed_ == Armed::kNext) return;  // "next" already covers solicited
+  armed_ = solicited_only ? Armed::kSolicited : Armed::kNext;
 }
 
 int CompletionQueue::resize(uint32_t capacity) {
   std::lock_guard lock(mutex_);
   if (capacity < count_) return EINVAL;
-  std::vector<Entry> ring(capacity);
+  std::vector<Completion> ring(capacity);
   for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
   ring_ = std::move(ring);
   head_ = 0;
@@ -91,23 +81,18 @@ bool CompletionQueue::overrun() const {
 
 uint32_t CompletionQueue::purge_qp(uint32_t qpn) {
   std::lock_guard lock(mutex_);
-  std::vector<Entry> keep;
+  std::vector<Completion> keep;
   uint32_t errors = 0;
   for (uint32_t i = 0; i < count_; ++i) {
-    const Entry& e = ring_[(head_ + i) % ring_.size()];
-    const Completion& c = e.completion;
+    const Completion& c = ring_[(head_ + i) % ring_.size()];
     if (c.qp_num != qpn)
-      keep.push_back(e);
+      keep.push_back(c);
     else if (c.status != WcStatus::kSuccess && c.status != WcStatus::kWrFlushErr)
       ++errors;
   }
   head_ = 0;
   count_ = static_cast<uint32_t>(keep.size());
-  waking_solicited_ = 0;
-  for (uint32_t i = 0; i < count_; ++i) {
-    ring_[i] = keep[i];
-    waking_solicited_ += keep[i].wakes_solicited;
-  }
+  for (uint32_t i = 0; i < count_; ++i) ring_[i] = keep[i];
   return errors;
 }
 

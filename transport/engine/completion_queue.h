@@ -1,9 +1,7 @@
 #pragma once
 // A completion queue. Producers are the QPs' engines (any thread), the consumer
 // polls from application threads; one mutex guards the ring. Arming for an
-// event (ibv_req_notify_cq) is one-shot, as on hardware (IBA 11.4.2.2), and
-// reports completions that already wait unpolled, as ConnectX HCAs do (see
-// arm()).
+// event (ibv_req_notify_cq) is one-shot, as on hardware (IBA 11.4.2.2).
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -32,18 +30,13 @@ class CompletionQueue {
     std::lock_guard lock(mutex_);
     int n = 0;
     for (; n < max && count_; ++n) {
-      fn(ring_[head_].completion);
-      take_head();
+      fn(ring_[head_]);
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
     }
     return n;
   }
-  /// Arms the CQ; solicited_only arms for solicited completions only. A CQ
-  /// that already holds a completion the arming asks for raises its event at
-  /// once, as a ConnectX HCA does (its arm doorbell carries the consumer
-  /// index, and unpolled entries beyond it fire). Programs written against
-  /// that hardware poll until empty and then arm; with events for new
-  /// completions only, one that lands between their last poll and the arm
-  /// would wake nobody, and they would sit until a timeout of their own.
+  /// Arms the CQ; solicited_only arms for solicited completions only.
   void arm(bool solicited_only);
   int resize(uint32_t capacity);
   uint32_t capacity() const;
@@ -58,17 +51,10 @@ class CompletionQueue {
   uint32_t purge_qp(uint32_t qpn);
 
  private:
-  struct Entry {
-    Completion completion;
-    bool wakes_solicited;  // fires a solicited-only arming: solicited, or an error
-  };
-  void take_head();
-
   mutable std::mutex mutex_;
-  std::vector<Entry> ring_;
+  std::vector<Completion> ring_;
   uint32_t head_ = 0;
   std::atomic<uint32_t> count_{0};
-  uint32_t waking_solicited_ = 0;  // queued entries with wakes_solicited
   enum class Armed : uint8_t { kNo, kNext, kSolicited } armed_ = Armed::kNo;
   bool overrun_ = false;
   std::function<void()> notify_;
