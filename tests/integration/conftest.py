@@ -1,5 +1,6 @@
 """Fixtures for ibemu's integration tests: a private emulated fabric per test
 module, and helpers that run real rdma-core programs against it."""
+import json
 import os
 import re
 import shutil
@@ -243,6 +244,22 @@ def fabric(tmp_path_factory):
     runtime = tmp_path_factory.mktemp("ibemu")
     f = Fabric(runtime)
     f.up()
+    yield f
+    f.down(stop_programs=True)
+
+
+CONNECTX6 = {"vendor_id": 0x02c9, "vendor_part_id": 4123}
+
+
+@pytest.fixture(scope="module")
+def connectx_fabric(tmp_path_factory):
+    """A fabric whose two HCAs claim to be ConnectX-6s (Mellanox's vendor id
+    and a ConnectX part id)."""
+    config = tmp_path_factory.mktemp("cx-config") / "connectx.json"
+    config.write_text(json.dumps({"devices": [dict(name="ibemu0", **CONNECTX6),
+                                              dict(name="ibemu1", **CONNECTX6)]}))
+    f = Fabric(tmp_path_factory.mktemp("ibemu-cx"))
+    f.ibemu("up", "--config", str(config))
     yield f
     f.down(stop_programs=True)
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import Fabric, free_tcp_port, run_pair, skip_where_tsan_cannot_run
+from conftest import free_tcp_port, run_pair, skip_where_tsan_cannot_run
 
 ALL_SIZES = [1 << k for k in range(1, 24)]  # what -a runs: 2 B ... 8 MiB
 
@@ -247,21 +247,7 @@ def test_run_perftest_loopback(fabric, tmp_path, tool):
     wait_fabric_idle(fabric)
 
 
-# ---- a fabric whose HCAs claim to be ConnectX-6: the ibv_wr_* path
-
-CONNECTX6 = {"vendor_id": 0x02c9, "vendor_part_id": 4123}
-
-
-@pytest.fixture(scope="module")
-def connectx_fabric(tmp_path_factory):
-    config = tmp_path_factory.mktemp("cx-config") / "connectx.json"
-    config.write_text(json.dumps({"devices": [dict(name="ibemu0", **CONNECTX6),
-                                              dict(name="ibemu1", **CONNECTX6)]}))
-    f = Fabric(tmp_path_factory.mktemp("ibemu-cx"))
-    f.ibemu("up", "--config", str(config))
-    yield f
-    f.down()
-
+# ---- a fabric whose HCAs claim to be ConnectX-6 (connectx_fabric): the ibv_wr_* path
 
 def test_connectx_fabric_reports_the_configured_ids(connectx_fabric):
     out = connectx_fabric.run(["ibv_devinfo", "-d", "ibemu1"], check=True).stdout

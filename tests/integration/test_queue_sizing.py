@@ -2,14 +2,8 @@
 rounding on HCAs claiming a ConnectX id (an SRQ of 0 WRs or 0 SGEs is
 created, as rdma-core's test_mlx5_huge_page expects), the IBA's letter on
 the others (0 is refused)."""
-import json
 import re
 
-import pytest
-
-from conftest import Fabric
-
-CONNECTX6 = {"vendor_id": 0x02c9, "vendor_part_id": 4123}
 
 # For each (max_wr, max_sge): "granted WR SGE, query WR SGE" or "errno N".
 SRQ_SIZES = r"""
@@ -38,17 +32,6 @@ print("default:", srq.query().max_wr, srq.query().max_sge)
 def srq_sizes(fabric):
     r = fabric.run(["/usr/bin/python3", "-c", SRQ_SIZES, "ibemu0"], timeout=60)
     return r.returncode, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
-def connectx_fabric(tmp_path_factory):
-    config = tmp_path_factory.mktemp("cx-config") / "connectx.json"
-    config.write_text(json.dumps({"devices": [dict(name="ibemu0", **CONNECTX6),
-                                              dict(name="ibemu1", **CONNECTX6)]}))
-    f = Fabric(tmp_path_factory.mktemp("ibemu-cx"))
-    f.ibemu("up", "--config", str(config))
-    yield f
-    f.down(stop_programs=True)
 
 
 def test_connectx_srq_sizes_follow_mlx5(connectx_fabric):
