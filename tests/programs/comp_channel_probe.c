@@ -6,7 +6,13 @@
  *   1. armed for solicited events only, an unsolicited SEND raises no event;
  *   2. a solicited SEND then does (poll() sees the fd readable);
  *   3. re-armed for any completion, the next SEND makes epoll_wait report it;
- *   4. unarmed, a SEND raises nothing; ibv_ack_cq_events and teardown work.
+ *   4. unarmed, a SEND raises nothing;
+ *   5. arming while that completion still waits unpolled raises the event at
+ *      once: no event announced it (programs that poll once per event and
+ *      re-arm, as Open MPI's openib connection manager, rely on it);
+ *   6. re-arming over a completion its event announced raises nothing more
+ *      (perftest's event mode polls once per event); ibv_ack_cq_events and
+ *      teardown work.
  * Prints "ok" and exits 0, or says which step failed.
  */
 #include <infiniband/verbs.h>
@@ -105,6 +111,15 @@ int main(void) {
   /* 4. Not re-armed: no event. */
   SEND(0);
   if (poll(&pfd, 1, 300) != 0) FAIL("step 4: an unarmed CQ raised an event");
+  /* 5. Arming over step 4's unannounced completion raises the event at once. */
+  if (ibv_req_notify_cq(cqb, 0)) FAIL("req_notify_cq failed");
+  if (poll(&pfd, 1, 5000) != 1) FAIL("step 5: arming over an unannounced completion: no event");
+  if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != cqb) FAIL("step 5: wrong CQ");
+  ++events;
+  /* 6. Re-armed before polling it: that completion was announced. */
+  if (ibv_req_notify_cq(cqb, 0)) FAIL("req_notify_cq failed");
+  if (poll(&pfd, 1, 300) != 0) FAIL("step 6: re-arming over an announced completion: an event");
+  if (ibv_poll_cq(cqb, 8, wc) != 1) FAIL("step 5: expected step 4's receive completion");
   ibv_ack_cq_events(cqb, events);
   ibv_destroy_qp(qa);
   ibv_destroy_qp(qb);
