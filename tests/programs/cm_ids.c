@@ -9,7 +9,10 @@
  *    its QPs with id->pd), on which a QP can be created;
  * 3. a synchronous id moved to an event channel (libfabric resolves with
  *    rdma_create_ep, then rdma_migrate_id) has its kept event acknowledged
- *    on the way, so rdma_destroy_id returns instead of waiting for it.
+ *    on the way, so rdma_destroy_id returns instead of waiting for it;
+ * 4. an id destroyed while its route is being resolved (libfabric tears
+ *    endpoints down so) hears nothing of the SA's late answer (a sanitized
+ *    build reports any use of the freed id).
  * Prints what it checked; exits 0 when all was as rdma-core's librdmacm does.
  */
 #include <arpa/inet.h>
@@ -117,6 +120,25 @@ static void sync_id_moves_to_a_channel(const char* ip) {
   rdma_destroy_event_channel(channel);
 }
 
+static void destroyed_while_resolving_route(const char* ip) {
+  struct rdma_event_channel* channel = rdma_create_event_channel();
+  struct rdma_cm_id* id = NULL;
+  if (!channel || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP)) {
+    perror("rdma_create_id");
+    exit(1);
+  }
+  struct sockaddr_in dst = address(ip, 7);
+  struct rdma_cm_event* event = NULL;
+  int resolved = rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 2000) == 0 &&
+                 rdma_get_cm_event(channel, &event) == 0 &&
+                 event->event == RDMA_CM_EVENT_ADDR_RESOLVED;
+  if (event) rdma_ack_cm_event(event);
+  check(resolved && rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route started");
+  check(rdma_destroy_id(id) == 0, "rdma_destroy_id while the route is resolved");
+  usleep(300 * 1000);  // the SA's answer arrives for an id that is gone
+  rdma_destroy_event_channel(channel);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: cm_ids ADDR PORT\n");
@@ -126,5 +148,6 @@ int main(int argc, char** argv) {
   addresses_from_hints(argv[1], atoi(argv[2]));
   ids_have_a_pd(argv[1]);
   sync_id_moves_to_a_channel(argv[1]);
+  destroyed_while_resolving_route(argv[1]);
   return failures ? 1 : 0;
 }

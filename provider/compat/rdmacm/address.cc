@@ -97,13 +97,17 @@ int sa_query(Library& lib, CmId* id, mad::Method method, mad::SaAttr attr, uint6
   mad::store_be64(m.data() + mad::kSaComponentMaskOffset, mask);
   std::memcpy(m.data() + mad::kSaDataOffset, record, record_len);
   // The MAD layer owns the TransactionID's upper half: match on the lower.
-  lib.sa_waiters[tid] = std::move(done);
+  lib.sa_waiters[tid] = {id, std::move(done)};
   int per_try = std::max(100, timeout_ms / 2);
   if (int err = lib.send_mad(*ep, true, pa.sm_lid, m, uint32_t(per_try), 1)) {
     lib.sa_waiters.erase(tid);
     return err;
   }
   return 0;
+}
+
+void forget_sa_queries(Library& lib, CmId* id) {
+  std::erase_if(lib.sa_waiters, [id](const auto& w) { return w.second.id == id; });
 }
 
 /// Resolves `dst` for the id: its GID and, unless already bound to one, the

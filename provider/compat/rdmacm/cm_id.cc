@@ -138,6 +138,7 @@ IBEMU_EXPORT int rdma_destroy_id(rdma_cm_id* pub) {
   CmId* id = from_pub(pub);
   std::unique_lock<std::mutex> lock(lib->mu);
   release_sync_event(*lib, id);
+  forget_sa_queries(*lib, id);
   leave_all_groups(*lib, id);
   end_connection(*lib, id);
   stop_listening(*lib, id);

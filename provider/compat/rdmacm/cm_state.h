@@ -221,8 +221,13 @@ class Library {
   int device_index(const std::string& name) const;
   const PortAddress* port_of(int device, uint8_t port_num) const;
 
-  /// Handed the SA response (by the TransactionID's lower half) that arrives.
-  std::map<uint32_t, std::function<void(int status, const uint8_t* mad, size_t len)>> sa_waiters;
+  /// Handed the SA response (by the TransactionID's lower half) that arrives,
+  /// with the id that asked (its waiters go when it is destroyed).
+  struct SaWaiter {
+    CmId* id;
+    std::function<void(int status, const uint8_t* mad, size_t len)> done;
+  };
+  std::map<uint32_t, SaWaiter> sa_waiters;
   uint64_t next_tid = 1;
 
  private:

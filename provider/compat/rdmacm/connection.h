@@ -23,6 +23,9 @@ using SaCallback = std::function<void(int status, const uint8_t* mad, size_t len
 /// an errno.
 int sa_query(Library& lib, CmId* id, mad::Method method, mad::SaAttr attr, uint64_t mask,
              const uint8_t* record, size_t record_len, int timeout_ms, SaCallback done);
+/// Drops the id's SA requests still unanswered: an id destroyed while its
+/// route (or multicast join) is being resolved hears nothing more.
+void forget_sa_queries(Library& lib, CmId* id);
 /// Fills the id's path from an ibv_path_data (RDMA_OPTION_IB_PATH).
 bool set_path_from_data(CmId* id, const ibv_path_data* data);
 

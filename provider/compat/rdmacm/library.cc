@@ -270,7 +270,7 @@ void Library::on_umad_message(Endpoint& ep, const uint8_t* msg, size_t len) {
   if (hdr.id == ep.sa_agent) {
     auto it = sa_waiters.find(mad::load_be32(m + 12));
     if (it == sa_waiters.end()) return;
-    auto done = std::move(it->second);
+    auto done = std::move(it->second.done);
     sa_waiters.erase(it);
     done(int(hdr.status), m, mlen);
     return;
