@@ -24,6 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ipv4_address.h"
+
 static int failures;
 
 static void check(int ok, const char* what) {
@@ -31,17 +33,8 @@ static void check(int ok, const char* what) {
   failures += !ok;
 }
 
-static struct sockaddr_in address(const char* ip, int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
-    fprintf(stderr, "not an IPv4 address: %s\n", ip);
-    exit(2);
-  }
-  return a;
-}
-
 static void addresses_from_hints(const char* ip, int port) {
-  struct sockaddr_in src = address(ip, 0), dst = address(ip, port);
+  struct sockaddr_in src = ipv4_address(ip, 0), dst = ipv4_address(ip, port);
   struct rdma_addrinfo hints = {0}, *res = NULL;
   hints.ai_port_space = RDMA_PS_TCP;
   hints.ai_qp_type = IBV_QPT_RC;
@@ -86,7 +79,7 @@ static void ids_have_a_pd(const char* ip) {
     exit(1);
   }
   check(bound->pd == NULL, "a new id has no protection domain yet");
-  struct sockaddr_in src = address(ip, 0), dst = address(ip, 7);
+  struct sockaddr_in src = ipv4_address(ip, 0), dst = ipv4_address(ip, 7);
   check(rdma_bind_addr(bound, (struct sockaddr*)&src) == 0, "rdma_bind_addr");
   check(bound->verbs && bound->pd && bound->pd->context == bound->verbs,
         "a bound id has a protection domain of its device");
@@ -106,7 +99,7 @@ static void sync_id_moves_to_a_channel(const char* ip) {
     perror("rdma_create_id");
     exit(1);
   }
-  struct sockaddr_in dst = address(ip, 7);
+  struct sockaddr_in dst = ipv4_address(ip, 7);
   check(rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 2000) == 0 && id->event,
         "a synchronous id keeps its ADDR_RESOLVED event");
   errno = 0;
@@ -127,7 +120,7 @@ static void destroyed_while_resolving_route(const char* ip) {
     perror("rdma_create_id");
     exit(1);
   }
-  struct sockaddr_in dst = address(ip, 7);
+  struct sockaddr_in dst = ipv4_address(ip, 7);
   struct rdma_cm_event* event = NULL;
   int resolved = rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 2000) == 0 &&
                  rdma_get_cm_event(channel, &event) == 0 &&

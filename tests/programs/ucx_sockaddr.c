@@ -19,6 +19,8 @@
 #include <time.h>
 #include <ucp/api/ucp.h>
 
+#include "ipv4_address.h"
+
 enum { kDataTag = 1, kAnswerTag = 2 };
 
 static ucp_worker_h worker;
@@ -48,15 +50,6 @@ static ucs_status_t wait_for(void* request) {
 
 static uint8_t pattern(int message, size_t i) {
   return (uint8_t)(i * 13 + (size_t)message * 7 + 3);
-}
-
-static struct sockaddr_in address(const char* ip, int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
-    fprintf(stderr, "not an IPv4 address: %s\n", ip);
-    exit(2);
-  }
-  return a;
 }
 
 static ucp_ep_params_t endpoint_params(void) {
@@ -167,7 +160,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: ucx_sockaddr server|client ADDR PORT [MESSAGES [BYTES]]\n");
     return 2;
   }
-  struct sockaddr_in addr = address(argv[2], atoi(argv[3]));
+  struct sockaddr_in addr = ipv4_address(argv[2], atoi(argv[3]));
   const int messages = argc > 4 ? atoi(argv[4]) : 10;
   const size_t bytes = argc > 5 ? (size_t)atol(argv[5]) : 65536;
 
