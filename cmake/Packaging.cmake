@@ -30,10 +30,11 @@ This package holds the daemon ibemud, the command ibemu, the subnet
 manager ibemu-sm, the libibverbs provider and the preload shim of
 no-kernel mode, systemd units and the documentation. The kernel module of
 kernel mode is in ibemu-dkms.")
-# dpkg-shlibdeps finds libibverbs1 and libc6; the provider uses libibverbs'
-# private provider ABI IBVERBS_PRIVATE_34, which rdma-core v35 to v56 export.
+# dpkg-shlibdeps finds libibverbs1 and libc6; the provider fits only the
+# libibverbs releases of the private ABI and ops layout it was built for
+# (cmake/CheckVerbsPrivateAbi.cmake).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libibverbs1 (>= 35), libibverbs1 (<< 57)")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "${IBEMU_LIBIBVERBS_RANGE}")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "ibverbs-utils")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "ibemu-dkms, infiniband-diags, perftest, rdma-core")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA

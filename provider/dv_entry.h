@@ -21,8 +21,8 @@ extern "C" {
 
 #define IBEMU_MLX5DV_ENTRY_SYMBOL "ibemu_mlx5dv_entry"
 #define IBEMU_MLX5DV_ENTRY_VERSION 1u
-/* The file name of the provider (libibverbs loads it as a driver). */
-#define IBEMU_PROVIDER_FILE_NAME "libibemu-rdmav34.so"
+/* IBEMU_PROVIDER_FILE_NAME, the file name of the provider (libibverbs loads
+ * it as a driver), comes from cmake/CheckVerbsPrivateAbi.cmake. */
 
 struct ibemu_mlx5dv_entry {
   uint32_t version; /* IBEMU_MLX5DV_ENTRY_VERSION */

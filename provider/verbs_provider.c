@@ -1,5 +1,5 @@
 /*
- * libibemu-rdmav34.so: the rdma-core provider of ibemu's emulated HCAs. This
+ * libibemu-rdmav<PABI>.so: the rdma-core provider of ibemu's emulated HCAs. This
  * file is the glue libibverbs sees — device matching, the context, and one
  * small wrapper per verb that finds ibemu's object with container_of and
  * calls the C++ core (provider/core_api.h). It is C because libibverbs'
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "provider/verb_trace.h"
+#include "provider/verbs_layout.h"
 #include "provider/verbs_objects.h"
 
 /* The per-device driver ABI the daemon writes in sysfs (uverbsN/abi_version). */
@@ -740,5 +741,16 @@ bool ibemu_owns_device(struct ibv_device* device) {
 }
 
 static __attribute__((constructor)) void ibemu_register_driver(void) {
-  verbs_register_driver_34(&ibemu_dev_ops);
+  int running = ibemu_running_verbs_ops_layout(IBEMU_VERBS_PABI);
+  if (running != IBEMU_VERBS_OPS_LAYOUT) {
+    /* Registering would hand libibverbs ops in the wrong slots. Its own
+     * warnings about drivers look like this one. */
+    fprintf(stderr,
+            "libibverbs: Warning: " IBEMU_PROVIDER_FILE_NAME
+            " was built for the provider ops of rdma-core v%d, but this libibverbs has "
+            "those of v%d; rebuild ibemu against it (ibemu's devices stay hidden)\n",
+            IBEMU_VERBS_OPS_LAYOUT, running);
+    return;
+  }
+  ibemu_verbs_register_driver(&ibemu_dev_ops);
 }

@@ -20,7 +20,7 @@ std::string find_binary_dir() {
 std::string find_library_dir() {
   fs::path bin = find_binary_dir();
   for (fs::path candidate : {bin / "../lib", bin / "../lib/ibemu", bin / "../lib64/ibemu"}) {
-    if (fs::exists(candidate / "libibemu-rdmav34.so"))
+    if (fs::exists(candidate / IBEMU_PROVIDER_FILE_NAME))
       return fs::weakly_canonical(candidate).string();
   }
   return fs::weakly_canonical(bin / "../lib").string();

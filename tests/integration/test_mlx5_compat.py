@@ -16,7 +16,7 @@ from conftest import BUILD, sanitizer_runtime
 SYSTEM_LIB = Path("/usr/lib/x86_64-linux-gnu/libmlx5.so.1")
 COMPAT_DIR = BUILD / "lib" / "compat"
 COMPAT_LIB = COMPAT_DIR / "libmlx5.so.1"
-PROVIDER = BUILD / "lib" / "libibemu-rdmav34.so"
+PROVIDER = next((BUILD / "lib").glob("libibemu-rdmav*.so"), BUILD / "lib" / "libibemu-rdmav.so")
 MLX5DV_PROBE = str(BUILD / "bin" / "mlx5dv_probe")
 PERFTEST_TOOLS = ["ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw",
                   "ib_send_lat", "ib_atomic_bw", "ib_atomic_lat"]
