@@ -17,7 +17,7 @@ SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms package package-test fuzz soak tutorials
+	kmod kernel-test install install-dkms package package-test portability-test fuzz soak tutorials
 
 all: build
 
@@ -81,6 +81,14 @@ package:
 # part of `make test`).
 package-test: package
 	tests/packaging/test-debs.sh $(PACKAGE_BUILD)
+
+# For Debian 12, 13 and unstable (PORTABILITY_RELEASES), a fresh root with that
+# release's compiler and rdma-core, ibemu built there from this checkout and
+# real programs run on it as an ordinary user (root, debootstrap and the
+# Debian archive; minutes per release, so not part of `make test`).
+PORTABILITY_RELEASES ?= bookworm trixie sid
+portability-test:
+	tests/portability/run.sh $(PORTABILITY_RELEASES)
 
 # Each fuzz target (tests/fuzz) for FUZZ_SECONDS, built with clang, libFuzzer,
 # ASan and UBSan in FUZZ_BUILD.
