@@ -13,6 +13,7 @@
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -20,7 +21,9 @@ extern "C" {
 #endif
 
 #define IBEMU_MLX5DV_ENTRY_SYMBOL "ibemu_mlx5dv_entry"
-#define IBEMU_MLX5DV_ENTRY_VERSION 1u
+/* Raised whenever the table grows, so that a compat library never reads past
+ * the end of an older provider's table (it then finds no provider). */
+#define IBEMU_MLX5DV_ENTRY_VERSION 2u
 /* IBEMU_PROVIDER_FILE_NAME, the file name of the provider (libibverbs loads
  * it as a driver), comes from cmake/CheckVerbsPrivateAbi.cmake. */
 
@@ -37,6 +40,11 @@ struct ibemu_mlx5dv_entry {
   struct mlx5dv_qp_ex* (*qp_ex_from_ibv_qp_ex)(struct ibv_qp_ex* qp);
   /* mlx5dv_query_device: returns 0 or an errno value. */
   int (*query_device)(struct ibv_context* context, struct mlx5dv_context* attrs_out);
+  /* mlx5dv_reg_dmabuf_mr once the compat library has refused the mlx5
+   * access flags (ibemu honours none): ibv_reg_dmabuf_mr on an ibemu
+   * device, NULL with errno EOPNOTSUPP on another. */
+  struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
+                                  int fd, int access);
 };
 
 #ifdef __cplusplus

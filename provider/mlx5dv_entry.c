@@ -3,7 +3,8 @@
  * the compat libmlx5.so.1 finds this table in the loaded provider. DC QPs
  * are the point — mlx5dv_create_qp with MLX5DV_QP_INIT_ATTR_MASK_DC makes a
  * DCI or a DCT of the engine (docs/dc.md) — and what a DC program asks of
- * the device around them.
+ * the device around them; besides, dma-buf regions registered through
+ * mlx5dv_reg_dmabuf_mr (NCCL probes it for dma-buf support on mlx5 devices).
  */
 #include <errno.h>
 #include <string.h>
@@ -98,10 +99,23 @@ static int dv_query_device(struct ibv_context* context, struct mlx5dv_context* o
   return 0;
 }
 
+/* The same path as ibv_reg_dmabuf_mr, so the region is one like any other
+ * (libibverbs fills in its context, PD, address and length, and
+ * IBEMU_TRACE=verbs logs it as ibv_reg_dmabuf_mr). */
+static struct ibv_mr* dv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
+                                       uint64_t iova, int fd, int access) {
+  if (!pd || !ibemu_owns_device(pd->context->device)) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  return ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access);
+}
+
 __attribute__((visibility("default"))) const struct ibemu_mlx5dv_entry ibemu_mlx5dv_entry = {
     .version = IBEMU_MLX5DV_ENTRY_VERSION,
     .is_supported = dv_is_supported,
     .create_qp = dv_create_qp,
     .qp_ex_from_ibv_qp_ex = dv_qp_ex_from_ibv_qp_ex,
     .query_device = dv_query_device,
+    .reg_dmabuf_mr = dv_reg_dmabuf_mr,
 };

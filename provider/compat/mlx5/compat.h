@@ -14,6 +14,7 @@
 #include <infiniband/mlx5dv.h>
 #include <stddef.h>
 
+#include "provider/compat/mlx5/newer_api.h"
 #include "provider/dv_entry.h"
 
 /* Marks the functions of libmlx5's API; everything else stays hidden. */

@@ -2,6 +2,7 @@
  * DEVX: raw firmware commands and the objects made with them. Debian's
  * libmlx5 runs them only on contexts of its own devices; on any other the
  * constructors return NULL with errno EOPNOTSUPP, the int calls return
+ * EOPNOTSUPP, mlx5dv_devx_uar_export_dmabuf_fd returns -1 with errno
  * EOPNOTSUPP and the void destructors do nothing. No DEVX object, UAR, UMEM,
  * EQ, MSI vector, event channel or completion channel can be made here, so
  * the calls taking one only ever see one the program did not get from us.
@@ -120,6 +121,12 @@ MLX5_EXPORT struct mlx5dv_devx_uar* mlx5dv_devx_alloc_uar(struct ibv_context* co
 }
 
 MLX5_EXPORT void mlx5dv_devx_free_uar(struct mlx5dv_devx_uar* devx_uar) {}
+
+/* It returns a file descriptor: -1 with errno on failure. */
+MLX5_EXPORT int mlx5dv_devx_uar_export_dmabuf_fd(struct mlx5dv_devx_uar* devx_uar) {
+  errno = EOPNOTSUPP;
+  return -1;
+}
 
 MLX5_EXPORT struct mlx5dv_devx_eq* mlx5dv_devx_create_eq(struct ibv_context* ibctx, const void* in,
                                                          size_t inlen, void* out, size_t outlen) {

@@ -23,6 +23,16 @@ MLX5_EXPORT struct ibv_flow* mlx5dv_create_flow(struct mlx5dv_flow_matcher* matc
   return fail_null(EOPNOTSUPP);
 }
 
+/* rdma-core v63's mlx5dv_create_flow (a macro, newer_api.h) passes the
+ * caller's size of struct mlx5dv_flow_action_attr, which grew. */
+MLX5_EXPORT struct ibv_flow* __mlx5dv_create_flow(struct mlx5dv_flow_matcher* matcher,
+                                                  struct mlx5dv_flow_match_parameters* match_value,
+                                                  size_t num_actions,
+                                                  struct mlx5dv_flow_action_attr actions_attr[],
+                                                  size_t attr_len) {
+  return fail_null(EOPNOTSUPP);
+}
+
 MLX5_EXPORT struct ibv_flow_action* mlx5dv_create_flow_action_esp(
     struct ibv_context* ctx, struct ibv_flow_action_esp_attr* esp,
     struct mlx5dv_flow_action_esp* mlx5_attr) {
