@@ -1,6 +1,6 @@
 /*
  * The mlx5dv calls ibemu emulates, passed to the provider, and how the
- * provider is found. libibverbs loads the provider (libibemu-rdmav34.so) at
+ * provider is found. libibverbs loads the provider (libibemu-rdmav<PABI>.so) at
  * the first ibv_get_device_list; neither library links the other. This one
  * looks among the loaded objects for the provider's file name and takes its
  * table (IBEMU_MLX5DV_ENTRY_SYMBOL, provider/dv_entry.h) with dlsym. A table
