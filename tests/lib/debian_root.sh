@@ -12,8 +12,9 @@
 # The environment:
 #   IBEMU_DEBIAN_MIRROR      the archive (default: the system's apt source for
 #                            Debian, else http://deb.debian.org/debian)
-#   IBEMU_DEBOOTSTRAP_CACHE  downloaded packages kept between runs
-#                            (default /var/cache/ibemu-debootstrap)
+#   IBEMU_DEBOOTSTRAP_CACHE  downloaded packages kept between runs, those of
+#                            debootstrap and, per release, those apt fetches
+#                            in the root (default /var/cache/ibemu-debootstrap)
 #
 # Every mount lives in a private mount namespace and every process in a
 # private PID namespace, so nothing stays mounted or running when a script
@@ -42,7 +43,8 @@ debian_root_check() {
 debian_root_make() {
   release=$1 root=$2
   cache=${IBEMU_DEBOOTSTRAP_CACHE:-/var/cache/ibemu-debootstrap}
-  mkdir -p "$cache"
+  mkdir -p "$cache" "$cache/apt-$release/partial"
+  DEBIAN_ROOT_APT_CACHE=$cache/apt-$release
   chmod 755 "$root" # the system's /, which an ordinary user must enter
   debootstrap --variant=minbase --cache-dir="$cache" "$release" "$root" "$DEBIAN_MIRROR" \
     > "$root.debootstrap.log" 2>&1 || { tail -n 20 "$root.debootstrap.log" >&2; return 1; }
@@ -57,7 +59,8 @@ debian_root_make() {
 debian_root_run() {
   network=
   if [ "$1" = --no-network ]; then network=--net; shift; fi
-  unshare --mount --pid --fork --propagation private $network sh -eu -c '
+  DEBIAN_ROOT_APT_CACHE=${DEBIAN_ROOT_APT_CACHE:-} \
+    unshare --mount --pid --fork --propagation private $network sh -eu -c '
     root=$1; shift
     [ -z "$0" ] || ip link set lo up
     mount -t proc proc "$root/proc"
@@ -65,5 +68,6 @@ debian_root_run() {
     mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
     mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts"
     mount -t tmpfs -o mode=0755 tmpfs "$root/run"
+    [ -z "$DEBIAN_ROOT_APT_CACHE" ] || mount --bind "$DEBIAN_ROOT_APT_CACHE" "$root/var/cache/apt/archives"
     exec chroot "$root" /bin/sh "$@"' "$network" "$@"
 }
