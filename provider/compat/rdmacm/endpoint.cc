@@ -179,7 +179,7 @@ IBEMU_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
   if (!listener->sync) return fail(EINVAL);
   rdma_cm_event* event = nullptr;
   if (rdma_get_cm_event(listen->channel, &event) != 0) return -1;
-  if (event->status || event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+  if (event->status || event_type(event->event) != RDMA_CM_EVENT_CONNECT_REQUEST) {
     int err = event->status ? (event->status < 0 ? -event->status : event->status) : EINVAL;
     rdma_ack_cm_event(event);
     return fail(err);
