@@ -8,12 +8,14 @@
 // nothing. With RAI_SA the service is an IB service, asked of the SA as a
 // ServiceRecord query from the port the id is bound to, as the kernel's
 // rdma_cm asks it; the answer comes as ADDRINFO_RESOLVED or ADDRINFO_ERROR.
+// rdma_getaddrinfo with RAI_SA asks so from each port in turn.
 #include <endian.h>
 #include <infiniband/ib.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "provider/compat/rdmacm/connection.h"
 #include "provider/compat/rdmacm/exports.h"
@@ -117,6 +119,50 @@ int start_service_query(Library& lib, CmId* id, const char* node, const char* se
 }
 
 }  // namespace
+
+int getaddrinfo_from_sa(Library& lib, const char* service, rdma_addrinfo** res) {
+  if (!service || !res) return fail(EINVAL);
+  std::vector<PortAddress> ports;
+  {
+    std::lock_guard<std::mutex> lock(lib.mu);
+    ports = lib.ports;
+  }
+  for (const PortAddress& p : ports) {
+    sockaddr_storage own = p.ipv4.ss_family == AF_INET ? p.ipv4 : p.ipv6;
+    if (!p.active || own.ss_family == AF_UNSPEC) continue;
+    // What rdma-core does per port, through an id of the IB port space
+    // bound to the port (by its IP address: AF_IB binding is not emulated).
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_IB)) continue;
+    rdma_addrinfo hints{};
+    hints.ai_flags = RAI_SA;
+    rdma_addrinfo* found = nullptr;
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&own)) == 0 &&
+        rdma_resolve_addrinfo(id, nullptr, service, &hints) == 0)
+      rdma_query_addrinfo(id, &found);
+    rdma_destroy_id(id);
+    if (!found) continue;
+    // Each entry's source is this port: its GID, the IB port space's
+    // ServiceID, the destination's P_Key.
+    for (rdma_addrinfo* ai = found; ai; ai = ai->ai_next) {
+      auto* sib = static_cast<sockaddr_ib*>(calloc(1, sizeof(sockaddr_ib)));
+      if (!sib) {
+        rdma_freeaddrinfo(found);
+        return fail(ENOMEM);
+      }
+      sib->sib_family = AF_IB;
+      std::memcpy(&sib->sib_addr, p.gid.data(), sizeof sib->sib_addr);
+      sib->sib_sid = htobe64(uint64_t(RDMA_PS_IB) << 16);
+      sib->sib_sid_mask = htobe64(RDMA_IB_IP_PS_MASK);
+      sib->sib_pkey = reinterpret_cast<const sockaddr_ib*>(ai->ai_dst_addr)->sib_pkey;
+      ai->ai_src_addr = reinterpret_cast<sockaddr*>(sib);
+      ai->ai_src_len = sizeof *sib;
+    }
+    *res = found;
+    return 0;
+  }
+  return fail(ENOENT);  // no port's SA knows the service
+}
 
 }  // namespace ibemu::rdmacm
 

@@ -79,8 +79,15 @@ IBEMU_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const r
     errno = EINVAL;
     return -1;
   }
-  if (!node && !service) return addrinfo_from_hints(*hints, res);
   const int flags = hints ? hints->ai_flags : 0;
+  if (flags & RAI_SA) {
+    // An IB service, asked of the SA (rdma-core 60): no node, no DNS.
+    if (node || (flags & RAI_DNS)) return fail(EOPNOTSUPP);
+    Library* lib;
+    if (int err = Library::get(&lib)) return fail(err);
+    return getaddrinfo_from_sa(*lib, service, res);
+  }
+  if (!node && !service) return addrinfo_from_hints(*hints, res);
   const bool passive = flags & RAI_PASSIVE;
   addrinfo want{};
   want.ai_family = hints && hints->ai_family != AF_IB ? hints->ai_family : AF_UNSPEC;
