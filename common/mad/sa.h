@@ -26,6 +26,7 @@ enum class SaAttr : uint16_t {
   kClassPortInfo = 0x0001,
   kNodeRecord = 0x0011,
   kPortInfoRecord = 0x0012,
+  kServiceRecord = 0x0031,
   kPathRecord = 0x0035,
   kMcMemberRecord = 0x0038,
 };
@@ -83,6 +84,25 @@ namespace path_mask {
 inline constexpr uint64_t kDgid = 1ull << 2, kSgid = 1ull << 3, kDlid = 1ull << 4,
                           kSlid = 1ull << 5, kNumbPath = 1ull << 12, kPkey = 1ull << 13,
                           kSl = 1ull << 15, kMtuSelector = 1ull << 16, kMtu = 1ull << 17;
+}
+
+/// IBA 15.2.5.14 ServiceRecord (176 bytes): a service registered with the
+/// SA, found by its ServiceID or ServiceName.
+struct ServiceRecord {
+  static constexpr size_t kNameSize = 64;
+  std::array<uint8_t, 176> bytes{};
+  IBEMU_MAD_FIELD(uint64_t, service_id, 0, 64)
+  IBEMU_MAD_FIELD(uint16_t, service_pkey, 192, 16)
+  IBEMU_MAD_FIELD(uint32_t, service_lease, 224, 32)
+  uint8_t* service_gid() noexcept { return bytes.data() + 8; }
+  const uint8_t* service_gid() const noexcept { return bytes.data() + 8; }
+  uint8_t* service_name() noexcept { return bytes.data() + 48; }
+  const uint8_t* service_name() const noexcept { return bytes.data() + 48; }
+};
+
+namespace service_mask {
+inline constexpr uint64_t kServiceId = 1ull << 0, kServiceGid = 1ull << 1, kServicePkey = 1ull << 2,
+                          kServiceName = 1ull << 6;
 }
 
 /// IBA 15.2.5.17 MCMemberRecord (52 bytes; 56 with the padding to 8 bytes).

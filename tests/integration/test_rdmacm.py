@@ -4,6 +4,7 @@ library path), and tests/programs/cm_probe checks events and errors."""
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,58 @@ def test_librdmacm_outlives_its_last_dlclose(fabric):
     the library's own thread must not be left running unmapped code."""
     r = fabric.run([str(BUILD / "bin" / "cm_unload")], timeout=60)
     assert r.returncode == 0 and "ok librdmacm stays mapped" in r.stdout, r.stdout + r.stderr
+
+
+COMPAT_LIBRDMACM = BUILD / "lib" / "compat" / "librdmacm.so.1"
+SYSTEM_LIBRDMACM = Path("/usr/lib/x86_64-linux-gnu/librdmacm.so.1")
+# rdma-core's nodes after Debian 12's: RDMACM_1.4 (rdma-core 60) and
+# RDMACM_1.5 (65), each inheriting the one before.
+NEWER_NODES = {"RDMACM_1.4": {"rdma_resolve_addrinfo", "rdma_query_addrinfo",
+                              "rdma_write_cm_event"},
+               "RDMACM_1.5": {"repoll_create", "repoll_ctl", "repoll_wait"}}
+
+
+def exported_symbols(lib):
+    """{(name, version node)} of what `lib` defines."""
+    out = subprocess.run(["readelf", "-W", "--dyn-syms", str(lib)], capture_output=True,
+                         text=True, check=True).stdout
+    return {tuple(m.groups()) for m in re.finditer(r" (?!UND)\S+ (\w+)@@?(\w[\w.]*)$", out, re.M)}
+
+
+def version_parents(lib):
+    """{node: the node it inherits} of `lib`'s version definitions."""
+    out = subprocess.run(["readelf", "-W", "-V", str(lib)], capture_output=True, text=True,
+                         check=True).stdout
+    return dict(re.findall(r"Name: (\S+)\n\s+\S+ Parent 1: (\S+)", out))
+
+
+def test_exports_every_node_of_rdma_core_65():
+    """What Debian 12's librdmacm exports, at the same nodes, and rdma-core
+    60's and 65's nodes, so programs linked on either system load."""
+    ours = exported_symbols(COMPAT_LIBRDMACM)
+    if SYSTEM_LIBRDMACM.exists():
+        missing = exported_symbols(SYSTEM_LIBRDMACM) - ours
+        assert not missing, f"Debian's librdmacm exports these and ibemu's not: {missing}"
+    for node, names in NEWER_NODES.items():
+        assert {(name, node) for name in names} <= ours, (node, sorted(ours))
+    assert version_parents(COMPAT_LIBRDMACM) == {
+        "RDMACM_1.1": "RDMACM_1.0", "RDMACM_1.2": "RDMACM_1.1", "RDMACM_1.3": "RDMACM_1.2",
+        "RDMACM_1.4": "RDMACM_1.3", "RDMACM_1.5": "RDMACM_1.4"}
+    # rdma-core names the file after its newest node.
+    assert COMPAT_LIBRDMACM.resolve().name == "librdmacm.so.1.5.0"
+
+
+def test_calls_newer_than_debian_12(fabric):
+    """rdma_resolve_addrinfo, rdma_query_addrinfo, rdma_write_cm_event and
+    repoll over rsockets, from a program that needs RDMACM_1.4 and 1.5 as
+    one built against rdma-core 65 does (tests/programs/cm_newer_api)."""
+    program = BUILD / "bin" / "cm_newer_api"
+    needed = subprocess.run(["readelf", "-W", "-V", str(program)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "Name: RDMACM_1.4" in needed and "Name: RDMACM_1.5" in needed, needed
+    r = fabric.run([str(program), SERVER, "7480"], timeout=90)
+    assert r.returncode == 0 and "FAILED" not in r.stdout, r.stdout + r.stderr
+    assert r.stdout.count("ok ") == 66, r.stdout
 
 
 @pytest.mark.parametrize("server_addr,client_addr", [(SERVER, SERVER), ("0.0.0.0", OTHER)])

@@ -1,10 +1,11 @@
 // The MAD/SMP codec: every accessor against the byte and bit positions of the
-// IBA (13.4.3, 14.2.1.2, 14.2.5.3/4/6/10/13).
+// IBA (13.4.3, 14.2.1.2, 14.2.5.3/4/6/10/13, 15.2.5.14).
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "common/mad/mad.h"
+#include "common/mad/sa.h"
 #include "common/mad/smp.h"
 #include "common/mad/smp_attributes.h"
 
@@ -146,6 +147,30 @@ TEST(NodeInfo, SpecPositions) {
   EXPECT_EQ(ni.bytes[39], 0xc9);
   EXPECT_EQ(ni.vendor_id(), 0x0002c9u);
   EXPECT_EQ(ni.node_guid(), 0x0002c90300a1b2c3ull);
+}
+
+TEST(ServiceRecord, SpecPositions) {
+  ServiceRecord r;
+  r.set_service_id(0x1000000000000001ull);
+  r.service_gid()[0] = 0xfe;
+  r.service_gid()[15] = 0x42;
+  r.set_service_pkey(0xffff);
+  r.set_service_lease(0xffffffff);
+  r.service_name()[0] = 'x';
+  EXPECT_EQ(r.bytes.size(), 176u);
+  EXPECT_EQ(r.bytes[0], 0x10);
+  EXPECT_EQ(r.bytes[7], 0x01);
+  EXPECT_EQ(r.bytes[8], 0xfe);
+  EXPECT_EQ(r.bytes[23], 0x42);
+  EXPECT_EQ(r.bytes[24], 0xff);
+  EXPECT_EQ(r.bytes[25], 0xff);
+  EXPECT_EQ(r.bytes[26], 0x00);  // reserved
+  EXPECT_EQ(r.bytes[28], 0xff);
+  EXPECT_EQ(r.bytes[31], 0xff);
+  EXPECT_EQ(r.bytes[32], 0x00);  // ServiceKey
+  EXPECT_EQ(r.bytes[48], 'x');
+  EXPECT_EQ(r.service_id(), 0x1000000000000001ull);
+  EXPECT_EQ(r.service_pkey(), 0xffff);
 }
 
 TEST(PortInfo, SpecPositions) {

@@ -146,13 +146,15 @@ IBEMU_EXPORT int rdma_destroy_id(rdma_cm_id* pub) {
   id->state = IdState::kDestroying;
   // Connect requests the program never took die with their listener.
   for (Event* e : id->channel->queue)
-    if (e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST && from_pub(e->pub.listen_id) == id)
+    if (event_type(e->pub.event) == RDMA_CM_EVENT_CONNECT_REQUEST &&
+        from_pub(e->pub.listen_id) == id)
       destroy_unclaimed(*lib, from_pub(e->pub.id));
   drop_queued_events(id);
   for (CmId* other : lib->ids)
     if (other->listener == id) other->listener = nullptr;
   lib->cv.wait(lock, [&] { return id->events_acked >= id->events_reported; });
   lib->remove_id(id);
+  rdma_freeaddrinfo(id->resolved_addrinfo);  // resolved, never taken
   if (id->channel->owner == id) delete_channel(id->channel);
   delete id;
   return 0;

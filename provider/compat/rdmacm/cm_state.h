@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -24,6 +25,7 @@
 
 #include "common/control_channel.h"
 #include "common/umad_protocol.h"
+#include "provider/compat/rdmacm/rdma_cma_newer.h"
 
 namespace ibemu::rdmacm {
 
@@ -103,7 +105,8 @@ enum class IdState {
   kDreqSent,
   kDisconnected,
   kSidrReqSent,
-  kUdReady,  // UD id after SIDR or a passive UD id
+  kUdReady,        // UD id after SIDR or a passive UD id
+  kAddrinfoQuery,  // bound: asking the SA for an IB service (RAI_SA)
   kDestroying,
 };
 
@@ -168,6 +171,11 @@ struct CmId {
   // waits until they match).
   uint64_t events_reported = 0;
   uint64_t events_acked = 0;
+
+  // rdma_resolve_addrinfo: under way from the call until rdma_query_addrinfo
+  // takes its result or the program takes its RDMA_CM_EVENT_ADDRINFO_ERROR.
+  bool resolving_addrinfo = false;
+  rdma_addrinfo* resolved_addrinfo = nullptr;  // freed with the id if never taken
 
   // Multicast groups joined, by group address text.
   struct Join;
@@ -244,12 +252,24 @@ class Library {
   int wake_fd_ = -1;
 };
 
-/// Reports an event on an id's channel. Caller holds the mutex.
-Event* post_event(CmId* id, rdma_cm_event_type type, int status);
+/// An event type as a number. Types newer than the system's
+/// <rdma/rdma_cma.h> (rdma_cma_newer.h) lie beyond its enum's range, where
+/// loading one as the enum is undefined behaviour (a sanitized build stops
+/// there): whatever may hold one is read as its bytes, never as the enum.
+inline int event_type(const rdma_cm_event_type& type) {
+  static_assert(sizeof(rdma_cm_event_type) == sizeof(int));
+  int value;
+  std::memcpy(&value, &type, sizeof value);
+  return value;
+}
+
+/// Reports an event (an rdma_cm_event_type, perhaps one of
+/// rdma_cma_newer.h's) on an id's channel. Caller holds the mutex.
+Event* post_event(CmId* id, int type, int status);
 /// Synchronous ids: waits for the next event of the id's own channel and
 /// keeps it in id->pub.event (acking the one before); 0 or -1 with errno
-/// from its status.
-int wait_sync_event(CmId* id, rdma_cm_event_type expected);
+/// from its status, EINVAL if it is not of type `expected`.
+int wait_sync_event(CmId* id, int expected);
 
 /// Incoming CM MAD for this process. Caller holds the mutex.
 void on_cm_mad(Library& lib, Endpoint& ep, uint16_t slid, const uint8_t* mad, size_t len);

@@ -29,6 +29,12 @@ void forget_sa_queries(Library& lib, CmId* id);
 /// Fills the id's path from an ibv_path_data (RDMA_OPTION_IB_PATH).
 bool set_path_from_data(CmId* id, const ibv_path_data* data);
 
+// addrinfo_resolution.cc
+/// rdma_getaddrinfo with RAI_SA: the IB service `service` as the SA of the
+/// first active port that knows it gives it; 0 or -1 with errno (ENOENT when
+/// none does). Takes the mutex.
+int getaddrinfo_from_sa(Library& lib, const char* service, rdma_addrinfo** res);
+
 // connection.cc
 /// Ends what the id has with its peer as it is destroyed: a DREQ for a
 /// connection, a REJ for a request not accepted.

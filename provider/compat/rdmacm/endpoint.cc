@@ -79,8 +79,15 @@ IBEMU_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const r
     errno = EINVAL;
     return -1;
   }
-  if (!node && !service) return addrinfo_from_hints(*hints, res);
   const int flags = hints ? hints->ai_flags : 0;
+  if (flags & RAI_SA) {
+    // An IB service, asked of the SA (rdma-core 60): no node, no DNS.
+    if (node || (flags & RAI_DNS)) return fail(EOPNOTSUPP);
+    Library* lib;
+    if (int err = Library::get(&lib)) return fail(err);
+    return getaddrinfo_from_sa(*lib, service, res);
+  }
+  if (!node && !service) return addrinfo_from_hints(*hints, res);
   const bool passive = flags & RAI_PASSIVE;
   addrinfo want{};
   want.ai_family = hints && hints->ai_family != AF_IB ? hints->ai_family : AF_UNSPEC;
@@ -179,7 +186,7 @@ IBEMU_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
   if (!listener->sync) return fail(EINVAL);
   rdma_cm_event* event = nullptr;
   if (rdma_get_cm_event(listen->channel, &event) != 0) return -1;
-  if (event->status || event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+  if (event->status || event_type(event->event) != RDMA_CM_EVENT_CONNECT_REQUEST) {
     int err = event->status ? (event->status < 0 ? -event->status : event->status) : EINVAL;
     rdma_ack_cm_event(event);
     return fail(err);

@@ -41,10 +41,10 @@ bool take_signal(Channel* ch) {
   return ::poll(&p, 1, 0) == 1 && ::read(ch->pub.fd, &one, sizeof one) == sizeof one;
 }
 
-Event* post_event(CmId* id, rdma_cm_event_type type, int status) {
+Event* post_event(CmId* id, int type, int status) {
   auto* e = new Event();
   e->pub.id = &id->pub;
-  e->pub.event = type;
+  std::memcpy(&e->pub.event, &type, sizeof type);  // see event_type()
   e->pub.status = status;
   CmId* owner = id->listener && type == RDMA_CM_EVENT_CONNECT_REQUEST ? id->listener : id;
   if (owner != id) e->pub.listen_id = &owner->pub;
@@ -79,7 +79,7 @@ void release_sync_event(Library& lib, CmId* id) {
   lib.cv.notify_all();
 }
 
-int wait_sync_event(CmId* id, rdma_cm_event_type expected) {
+int wait_sync_event(CmId* id, int expected) {
   if (id->pub.event) {
     rdma_ack_cm_event(id->pub.event);
     id->pub.event = nullptr;
@@ -88,10 +88,10 @@ int wait_sync_event(CmId* id, rdma_cm_event_type expected) {
   if (rdma_get_cm_event(&id->channel->pub, &e) != 0) return -1;
   id->pub.event = e;
   if (e->status) {
-    if (e->event == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
+    if (event_type(e->event) == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
     return fail(e->status < 0 ? -e->status : e->status);
   }
-  if (e->event != expected) return fail(EINVAL);
+  if (event_type(e->event) != expected) return fail(EINVAL);
   return 0;
 }
 
@@ -156,6 +156,10 @@ IBEMU_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
     }
     Event* e = ch->queue.front();
     ch->queue.pop_front();
+    // A failed rdma_resolve_addrinfo is over once its error is taken: the
+    // id may resolve again (rdma-core clears its flag here too).
+    if (event_type(e->pub.event) == RDMA_CM_EVENT_ADDRINFO_ERROR)
+      from_pub(e->pub.id)->resolving_addrinfo = false;
     if (e->pub.param.conn.private_data_len) e->pub.param.conn.private_data = e->private_data;
     *event = &e->pub;
     return 0;
@@ -175,7 +179,7 @@ IBEMU_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
 }
 
 IBEMU_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
-  switch (event) {
+  switch (event_type(event)) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       return "RDMA_CM_EVENT_ADDR_RESOLVED";
     case RDMA_CM_EVENT_ADDR_ERROR:
@@ -208,9 +212,29 @@ IBEMU_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
       return "RDMA_CM_EVENT_ADDR_CHANGE";
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
-    default:
+    case RDMA_CM_EVENT_ADDRINFO_RESOLVED:
+      return "RDMA_CM_EVENT_ADDRINFO_RESOLVED";
+    case RDMA_CM_EVENT_ADDRINFO_ERROR:
+      return "RDMA_CM_EVENT_ADDRINFO_ERROR";
+    default:  // rdma-core names no user or internal event either
       return "UNKNOWN EVENT";
   }
+}
+
+IBEMU_EXPORT int rdma_write_cm_event(rdma_cm_id* id, rdma_cm_event_type event, int status,
+                                     uint64_t arg) {
+  // Only user events: the program's own signal through the id's channel
+  // (to wake a thread waiting in rdma_get_cm_event, say), reported with its
+  // status and argument and acknowledged like any other.
+  if (!id || event_type(event) != RDMA_CM_EVENT_USER) return fail(EINVAL);
+  Library* lib;
+  if (int err = Library::get(&lib)) return fail(err);
+  std::lock_guard<std::mutex> lock(lib->mu);
+  Event* e = post_event(from_pub(id), RDMA_CM_EVENT_USER, status);
+  // rdma_cm_event.param.arg of newer headers: the union's first 8 bytes.
+  static_assert(sizeof(e->pub.param) >= sizeof arg);
+  std::memcpy(&e->pub.param, &arg, sizeof arg);
+  return 0;
 }
 
 }  // extern "C"

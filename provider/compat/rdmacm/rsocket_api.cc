@@ -72,7 +72,11 @@ IBEMU_EXPORT int rshutdown(int socket, int how) {
   return on_socket(socket, [&](Socket& s) { return s.shutdown(how); });
 }
 
-IBEMU_EXPORT int rclose(int socket) { return Socket::close(socket); }
+IBEMU_EXPORT int rclose(int socket) {
+  // A repoll instance is closed with rclose too, as in rdma-core.
+  if (ibemu::rsock::close_repoll(socket)) return 0;
+  return Socket::close(socket);
+}
 
 IBEMU_EXPORT ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
   return recv_one(socket, buf, len, flags);

@@ -242,4 +242,8 @@ class Socket {
   off_t next_offset_ = 0;
 };
 
+/// rclose of a repoll instance (rsocket_epoll.cc): whether `fd` was one; it
+/// is closed then.
+bool close_repoll(int fd);
+
 }  // namespace ibemu::rsock
