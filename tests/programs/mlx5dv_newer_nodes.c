@@ -36,6 +36,8 @@
 
 #include "rc_common.h"
 
+#include "probe_checks.h"
+
 /* rdma-core v54's mlx5_api.h; older headers lack it (the value is the
  * kernel's MLX5_IB_UAPI_REG_DMABUF_ACCESS_DATA_DIRECT). */
 #ifndef MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT
@@ -57,17 +59,6 @@ struct export_sizes {
   uint32_t devx_umem_attrs_size;
   uint32_t devx_obj_attrs_size;
 };
-
-static int failures;
-
-static void check(bool ok, const char* what, const char* detail) {
-  if (ok)
-    printf("ok %s\n", what);
-  else {
-    printf("FAIL %s: %s\n", what, detail);
-    failures++;
-  }
-}
 
 static void die(const char* what) {
   fprintf(stderr, "mlx5dv_newer_nodes: %s: %s\n", what, strerror(errno));
@@ -91,15 +82,6 @@ static void* versioned(void* lib, const char* name, const char* version) {
     exit(2);
   }
   return f;
-}
-
-/* A NULL result with errno `want`. */
-static void expect_null(const void* got, int want, const char* what) {
-  int err = errno;
-  char detail[96];
-  snprintf(detail, sizeof detail, "got %p, errno %d (%s), want NULL and errno %d", got, err,
-           strerror(err), want);
-  check(!got && err == want, what, detail);
 }
 
 /* The calls of MLX5_1.25.1 .. MLX5_1.27 with objects no ibemu device can
@@ -261,5 +243,5 @@ int main(void) {
   data_direct_refused(lib, &b, fd);
   working_region(lib, &a, &b, fd, view);
   other_newer_calls(lib, b.ctx);
-  return failures ? 1 : 0;
+  return probe_failures ? 1 : 0;
 }

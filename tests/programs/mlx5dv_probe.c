@@ -23,32 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-static void check(int ok, const char* what, const char* detail) {
-  if (ok)
-    printf("ok %s\n", what);
-  else {
-    printf("FAIL %s: %s\n", what, detail);
-    failures++;
-  }
-}
-
-/* A NULL result with errno `want`. */
-static void expect_null(const void* got, int want, const char* what) {
-  int err = errno;
-  char detail[96];
-  snprintf(detail, sizeof detail, "got %p, errno %d (%s), want NULL and errno %d", got, err,
-           strerror(err), want);
-  check(!got && err == want, what, detail);
-}
-
-/* An int result `want`. */
-static void expect_int(long got, long want, const char* what) {
-  char detail[64];
-  snprintf(detail, sizeof detail, "got %ld, want %ld", got, want);
-  check(got == want, what, detail);
-}
+#include "probe_checks.h"
 
 static int first_libmlx5(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size, (void)data;
@@ -196,7 +171,7 @@ static int basic(const char* name) {
   objects(ctx);
   ibv_close_device(ctx);
   ibv_free_device_list(list);
-  return failures ? 1 : 0;
+  return probe_failures ? 1 : 0;
 }
 
 static int dc(const char* name) {
@@ -258,7 +233,7 @@ static int dc(const char* name) {
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
   ibv_free_device_list(list);
-  return failures ? 1 : 0;
+  return probe_failures ? 1 : 0;
 }
 
 int main(int argc, char** argv) {
