@@ -11,8 +11,9 @@
  *     character device backed by /dev/null,
  *   - answers IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL written to such a fd with
  *     the read end of a pipe (every other command fails with ENOSYS),
- *   - refuses NETLINK_RDMA sockets so that libibverbs discovers devices from
- *     sysfs.
+ *   - answers NETLINK_RDMA (shim_netlink.h) for the devices of the fake tree,
+ *     as the kernel's nldev does: libibverbs' device discovery, `rdma dev`
+ *     and `rdma link` see them.
  * Without IBEMU_SYSFS it forwards every call untouched.
  *
  * A completion channel fd handed out by the shim is the read end of a pipe.

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "ibemu_shim.h"
+#include "shim_netlink.h"
 #include "shim_umad.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -72,6 +73,8 @@ int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags)
 int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags);
 ssize_t __readlink_chk(const char* path, char* buf, size_t len, size_t buflen);
 ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, size_t len, size_t buflen);
+ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags, __SOCKADDR_ARG addr,
+                       socklen_t* addrlen);
 char* __realpath_chk(const char* path, char* resolved, size_t resolvedlen);
 
 /* ------------------------------------------------------------------------ */
@@ -138,7 +141,19 @@ char* __realpath_chk(const char* path, char* resolved, size_t resolvedlen);
   X(dup3)                   \
   X(fcntl)                  \
   X(fcntl64)                \
-  X(socket)
+  X(socket)                 \
+  X(bind)                   \
+  X(connect)                \
+  X(getsockname)            \
+  X(getpeername)            \
+  X(setsockopt)             \
+  X(getsockopt)             \
+  X(send)                   \
+  X(sendto)                 \
+  X(sendmsg)                \
+  X(recvfrom)               \
+  X(__recvfrom_chk)         \
+  X(recvmsg)
 
 #define DECLARE_REAL(name) static _Atomic(void*) real_##name;
 FOR_EACH_REAL(DECLARE_REAL)
@@ -376,7 +391,8 @@ static const char* map_path(const char* path, char buf[PATH_MAX], enum map_kind*
  * FD_CHAN_WRITER = the write end the shim keeps for a completion channel;
  * FD_CHAN_READER | writer << 3 = a completion channel handed out;
  * FD_UMAD = an open /dev/infiniband/umadN (umad.c); FD_ISSM = an open
- * /dev/infiniband/issmN, which has no read, write or ioctl. */
+ * /dev/infiniband/issmN, which has no read, write or ioctl; FD_NETLINK = an
+ * emulated NETLINK_RDMA socket (netlink_socket.c). */
 #define FD_SLOTS SHIM_UMAD_FD_SLOTS
 enum {
   FD_NONE = 0,
@@ -384,7 +400,8 @@ enum {
   FD_CHAN_WRITER = 2,
   FD_CHAN_READER = 3,
   FD_UMAD = 4,
-  FD_ISSM = 5
+  FD_ISSM = 5,
+  FD_NETLINK = 6
 };
 #define FD_KIND(v) ((v)&7u)
 #define FD_WRITER_SHIFT 3
@@ -437,16 +454,20 @@ static void fd_forget_range(unsigned first, unsigned last) {
     if (fd_state((int)fd) != FD_NONE) fd_forget((int)fd);
 }
 
-/* A new fd refers to the same open uverbs, umad or issm file as oldfd. */
+/* A new fd refers to the same open uverbs, umad or issm file, or netlink
+ * socket, as oldfd. */
 static int fd_inherit(int oldfd, int newfd) {
   const uint32_t state = fd_state(oldfd);
-  if (newfd < 0 || (state != FD_UVERBS && state != FD_UMAD && state != FD_ISSM)) return newfd;
+  if (newfd < 0 ||
+      (state != FD_UVERBS && state != FD_UMAD && state != FD_ISSM && state != FD_NETLINK))
+    return newfd;
   if ((unsigned)newfd >= FD_SLOTS) {
     REAL(close)(newfd);
     errno = EMFILE;
     return -1;
   }
   if (state == FD_UMAD) shim_umad_inherit(oldfd, newfd);
+  if (state == FD_NETLINK) shim_nl_inherit(oldfd, newfd);
   fd_track(newfd, state);
   return newfd;
 }
@@ -744,11 +765,16 @@ static NOINLINE int issm_refuses(void) {
   return -1;
 }
 
+static inline int is_netlink_fd(int fd);
+static ssize_t netlink_send(int fd, const void* buf, size_t len, const struct sockaddr* to,
+                            socklen_t to_len);
+
 EXPORT ssize_t write(int fd, const void* buf, size_t count) {
   if (UNLIKELY(fd_state(fd) != FD_NONE)) {
     if (fd_state(fd) == FD_UVERBS) return uverbs_write(fd, buf, count);
     if (fd_state(fd) == FD_UMAD) return shim_umad_write(fd, buf, count);
     if (fd_state(fd) == FD_ISSM) return issm_refuses();
+    if (is_netlink_fd(fd)) return netlink_send(fd, buf, count, NULL, 0);
   }
   return REAL(write)(fd, buf, count);
 }
@@ -840,13 +866,115 @@ FCNTL_WRAPPER(fcntl64)
 
 /* ------------------------------------------------------------------------ */
 /* Netlink. libibverbs asks the kernel for RDMA devices over NETLINK_RDMA
- * (through libnl) and reads sysfs only when that fails; a kernel that has
- * RDMA but no devices would answer "none". */
+ * (through libnl), iproute2's `rdma` tool knows no other way; a kernel
+ * without RDMA has no such family. The shim answers for its devices
+ * (shim_netlink.h); the calls below are the socket calls a netlink program
+ * makes, and each costs one table load on any other fd. */
+
+/* Whether fd is an emulated netlink socket; one closed behind the shim's
+ * back (raw syscalls) and its number reused is forgotten. */
+static NOINLINE int netlink_fd_still_ours(int fd) {
+  if (shim_nl_is_ours(fd)) return 1;
+  uint32_t expected = FD_NETLINK;
+  atomic_compare_exchange_strong(&g_fd_state[fd], &expected, FD_NONE);
+  return 0;
+}
+
+static inline int is_netlink_fd(int fd) {
+  return UNLIKELY(fd_state(fd) == FD_NETLINK) && netlink_fd_still_ours(fd);
+}
 
 EXPORT int socket(int domain, int type, int protocol) {
   if (UNLIKELY(domain == AF_NETLINK && protocol == NETLINK_RDMA) && shim_active()) {
-    errno = EPROTONOSUPPORT;
-    return -1;
+    int fd = shim_nl_socket(type);
+    if (fd >= 0) fd_track(fd, FD_NETLINK);
+    return fd;
   }
   return REAL(socket)(domain, type, protocol);
+}
+
+/* <sys/socket.h> spells the address arguments as transparent unions under
+ * _GNU_SOURCE; the wrappers take them the same way. */
+EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len) {
+  if (is_netlink_fd(fd)) return shim_nl_bind(fd, addr.__sockaddr__, len);
+  return REAL(bind)(fd, addr, len);
+}
+
+EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len) {
+  if (is_netlink_fd(fd)) return shim_nl_connect(fd, addr.__sockaddr__, len);
+  return REAL(connect)(fd, addr, len);
+}
+
+EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t* len) {
+  if (is_netlink_fd(fd)) return shim_nl_getsockname(fd, addr.__sockaddr__, len);
+  return REAL(getsockname)(fd, addr, len);
+}
+
+EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t* len) {
+  if (is_netlink_fd(fd)) return shim_nl_getpeername(fd, addr.__sockaddr__, len);
+  return REAL(getpeername)(fd, addr, len);
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  if (is_netlink_fd(fd)) return shim_nl_setsockopt(fd, level, name, value, len);
+  return REAL(setsockopt)(fd, level, name, value, len);
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  if (is_netlink_fd(fd)) return shim_nl_getsockopt(fd, level, name, value, len);
+  return REAL(getsockopt)(fd, level, name, value, len);
+}
+
+static NOINLINE ssize_t netlink_send(int fd, const void* buf, size_t len, const struct sockaddr* to,
+                                     socklen_t to_len) {
+  struct iovec iov = {.iov_base = (void*)buf, .iov_len = len};
+  struct msghdr msg = {
+      .msg_name = (void*)to, .msg_namelen = to_len, .msg_iov = &iov, .msg_iovlen = 1};
+  return shim_nl_sendmsg(g_root, fd, &msg);
+}
+
+EXPORT ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  if (is_netlink_fd(fd)) return netlink_send(fd, buf, len, NULL, 0);
+  return REAL(send)(fd, buf, len, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags, __CONST_SOCKADDR_ARG to,
+                      socklen_t to_len) {
+  if (is_netlink_fd(fd)) return netlink_send(fd, buf, len, to.__sockaddr__, to_len);
+  return REAL(sendto)(fd, buf, len, flags, to, to_len);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  if (is_netlink_fd(fd)) return shim_nl_sendmsg(g_root, fd, msg);
+  return REAL(sendmsg)(fd, msg, flags);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  if (is_netlink_fd(fd)) return shim_nl_recvmsg(fd, msg, flags);
+  return REAL(recvmsg)(fd, msg, flags);
+}
+
+static NOINLINE ssize_t netlink_recvfrom(int fd, void* buf, size_t len, int flags,
+                                         struct sockaddr* from, socklen_t* from_len) {
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  struct msghdr msg = {.msg_name = from_len != NULL ? from : NULL,
+                       .msg_namelen = from_len != NULL ? *from_len : 0,
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1};
+  ssize_t n = shim_nl_recvmsg(fd, &msg, flags);
+  if (n >= 0 && from_len != NULL) *from_len = msg.msg_namelen;
+  return n;
+}
+
+EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags, __SOCKADDR_ARG from,
+                        socklen_t* from_len) {
+  if (is_netlink_fd(fd)) return netlink_recvfrom(fd, buf, len, flags, from.__sockaddr__, from_len);
+  return REAL(recvfrom)(fd, buf, len, flags, from, from_len);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags,
+                              __SOCKADDR_ARG from, socklen_t* from_len) {
+  if (is_netlink_fd(fd) && len <= buflen)
+    return netlink_recvfrom(fd, buf, len, flags, from.__sockaddr__, from_len);
+  return REAL(__recvfrom_chk)(fd, buf, len, buflen, flags, from, from_len);
 }

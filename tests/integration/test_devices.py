@@ -1,5 +1,6 @@
 """The emulated HCAs as rdma-core's own tools see them (ibverbs-utils,
 infiniband-diags): before the subnet manager runs and after."""
+import json
 import re
 import shutil
 import subprocess
@@ -56,6 +57,32 @@ def test_ibv_devinfo_verbose_after_sm(fabric):
         assert int(field(text, "sm_lid")) != 0
         lids.add(lid)
     assert len(lids) == 4, "every port has its own LID"
+
+
+@pytest.mark.skipif(shutil.which("rdma") is None, reason="iproute2's rdma is not installed")
+def test_rdma_tool_sees_what_libibverbs_sees(fabric):
+    """iproute2's `rdma` over the shim's NETLINK_RDMA: the same devices,
+    LIDs and states as ibv_devinfo, no netdev (no IPoIB), and the device
+    indexes libibverbs itself learns over netlink."""
+
+    blocks = port_blocks(fabric.run(["ibv_devinfo", "-v"], check=True).stdout)
+    links = json.loads(fabric.run(["rdma", "-j", "link", "show"], check=True).stdout)
+    assert {(row["ifname"], row["port"]) for row in links} == set(blocks)
+    for row in links:
+        text = blocks[(row["ifname"], row["port"])]
+        assert row["state"] == "ACTIVE"
+        assert row["physical_state"] == "LINK_UP"
+        assert row["lid"] == int(field(text, "port_lid"))
+        assert row["sm_lid"] == int(field(text, "sm_lid"))
+        assert "netdev" not in row
+    devs = json.loads(fabric.run(["rdma", "-j", "dev", "show"], check=True).stdout)
+    assert [(d["ifindex"], d["ifname"]) for d in devs] == [(0, "ibemu0"), (1, "ibemu1")]
+    indexes = fabric.run(
+        ["/usr/bin/python3", "-c",
+         "import pyverbs.device as d\n"
+         "for dev in d.get_device_list(): print(dev.name.decode(), dev.index)"],
+        check=True).stdout.split("\n")
+    assert sorted(line for line in indexes if line) == ["ibemu0 0", "ibemu1 1"]
 
 
 def test_ports_are_init_until_the_sm_runs(fresh_fabric):

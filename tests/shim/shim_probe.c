@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_netlink.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,98 @@ static void* thread_main(void* arg) {
     close(fd);
   }
   return NULL;
+}
+
+/* Sends an RDMA_NLDEV request with no attributes; returns send's result. */
+static ssize_t send_nldev(int s, unsigned op, unsigned flags, unsigned seq) {
+  struct nlmsghdr h = {.nlmsg_len = NLMSG_HDRLEN,
+                       .nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op),
+                       .nlmsg_flags = (__u16)(NLM_F_REQUEST | flags),
+                       .nlmsg_seq = seq};
+  struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+  return sendto(s, &h, sizeof h, 0, (struct sockaddr*)&kernel, sizeof kernel);
+}
+
+/* The socket calls libmnl and libnl make, on the emulated NETLINK_RDMA. */
+static void probe_netlink(void) {
+  int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+  check(s >= 0, "socket(NETLINK_RDMA) opens");
+  if (s < 0) return;
+  int v = 1;
+  check(setsockopt(s, SOL_NETLINK, NETLINK_EXT_ACK, &v, sizeof v) == 0,
+        "setsockopt(NETLINK_EXT_ACK) is accepted");
+  socklen_t len = sizeof v;
+  check(getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &v, &len) == 0 && v == NETLINK_RDMA,
+        "getsockopt(SO_PROTOCOL) says NETLINK_RDMA");
+  struct sockaddr_nl local = {.nl_family = AF_NETLINK};
+  check(bind(s, (struct sockaddr*)&local, sizeof local) == 0, "bind(port 0) picks a port");
+  len = sizeof local;
+  check(getsockname(s, (struct sockaddr*)&local, &len) == 0 && len == sizeof local &&
+            local.nl_family == AF_NETLINK && local.nl_pid != 0,
+        "getsockname() gives a sockaddr_nl with the port");
+
+  check(send_nldev(s, RDMA_NLDEV_CMD_GET, NLM_F_DUMP, 7) == NLMSG_HDRLEN,
+        "sendto(kernel) takes a device dump request");
+  struct pollfd pfd = {.fd = s, .events = POLLIN};
+  check(poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN), "poll() sees the replies at once");
+  char buf[4096] __attribute__((aligned(4)));
+  struct sockaddr_nl from;
+  struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+  struct msghdr msg = {
+      .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1};
+  int devices = 0, done = 0, from_kernel = 1, ours = 1;
+  for (int i = 0; i < 8 && !done; i++) {
+    ssize_t n = recvmsg(s, &msg, 0);
+    if (n <= 0) break;
+    from_kernel &=
+        msg.msg_namelen == sizeof from && from.nl_family == AF_NETLINK && from.nl_pid == 0;
+    for (struct nlmsghdr* h = (struct nlmsghdr*)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+      ours &= h->nlmsg_seq == 7 && h->nlmsg_pid == local.nl_pid;
+      if (h->nlmsg_type == NLMSG_DONE) done = 1;
+      if (h->nlmsg_type == RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET)) devices++;
+    }
+  }
+  check(devices == 1 && done, "recvmsg() gets one device and NLMSG_DONE");
+  check(from_kernel, "replies come from the kernel's address (port 0)");
+  check(ours, "replies carry the request's sequence number and the socket's port");
+  errno = 0;
+  check(recv(s, buf, sizeof buf, MSG_DONTWAIT) == -1 && errno == EAGAIN, "nothing more is queued");
+
+  int d = dup(s);
+  check(d >= 0 && send_nldev(d, RDMA_NLDEV_CMD_RES_GET, NLM_F_DUMP, 8) == NLMSG_HDRLEN,
+        "a dup()ed socket takes requests too");
+  struct sockaddr_nl from2;
+  socklen_t from_len = sizeof from2;
+  ssize_t n = recvfrom(s, buf, sizeof buf, 0, (struct sockaddr*)&from2, &from_len);
+  struct nlmsgerr err;
+  if (n >= (ssize_t)(NLMSG_HDRLEN + sizeof err)) memcpy(&err, buf + NLMSG_HDRLEN, sizeof err);
+  check(n > 0 && ((struct nlmsghdr*)buf)->nlmsg_type == NLMSG_ERROR && err.error == -EOPNOTSUPP &&
+            from_len == sizeof from2 && from2.nl_family == AF_NETLINK,
+        "an unsupported command gets NLMSG_ERROR -EOPNOTSUPP (recvfrom)");
+  if (d >= 0) close(d);
+
+  struct sockaddr_nl peer = {.nl_family = AF_NETLINK, .nl_pid = 12345};
+  errno = 0;
+  check(sendto(s, buf, NLMSG_HDRLEN, 0, (struct sockaddr*)&peer, sizeof peer) == -1 &&
+            errno == ECONNREFUSED,
+        "sendto() another program's port: ECONNREFUSED");
+  struct sockaddr_nl other = {.nl_family = AF_NETLINK, .nl_pid = local.nl_pid + 1};
+  errno = 0;
+  check(bind(s, (struct sockaddr*)&other, sizeof other) == -1 && errno == EINVAL,
+        "bind() to another port once bound: EINVAL");
+
+  /* Closed behind the shim's back, the number taken by a plain socket: the
+   * shim must keep its hands off it. */
+  syscall(SYS_close, s);
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) == 0) {
+    if (pair[0] != s) dup2(pair[0], s);
+    if (pair[0] != s) close(pair[0]);
+    check(write(s, "x", 1) == 1 && read(pair[1], buf, sizeof buf) == 1 && buf[0] == 'x',
+          "a reused fd number is a plain socket again");
+    close(pair[1]);
+  }
+  close(s);
 }
 
 static void probe_active(void) {
@@ -213,10 +306,8 @@ static void probe_active(void) {
   check(!thread_fail && count_fds() == fds_before,
         "4 threads x 200 open/create-channel/close leak nothing");
 
-  errno = 0;
-  int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
-  check(s == -1 && errno == EPROTONOSUPPORT, "socket(NETLINK_RDMA) fails with EPROTONOSUPPORT");
-  s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  probe_netlink();
+  int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   check(s >= 0, "socket(NETLINK_ROUTE) still works");
   if (s >= 0) close(s);
 }

@@ -215,6 +215,23 @@ if have ibv_devices; then
   fi
 fi
 
+# --- iproute2's rdma tool, over the emulated NETLINK_RDMA ---------------------
+if have rdma; then
+  dev_line='^0: fake0: node_type ca fw 1.0.0 node_guid 0002:c903:0000:1234 sys_image_guid 0002:c903:0000:1237 *$'
+  expect_grep "rdma dev" "$dev_line" shim rdma dev
+  expect_grep "rdma dev show fake0" "$dev_line" shim rdma dev show fake0
+  expect_grep "rdma link" \
+    '^link fake0/1 subnet_prefix fe80:0000:0000:0000 lid 0 sm_lid 0 lmc 0 state DOWN physical_state POLLING *$' \
+    shim rdma link
+  # What rdma-core's own test suite reads (tests/base.py: get_net_name).
+  expect "rdma link show -j: ifname and port, no netdev" "fake0 1 None" \
+    shim sh -c "rdma link show -j | /usr/bin/python3 -c 'import json, sys
+for row in json.load(sys.stdin): print(row[\"ifname\"], row[\"port\"], row.get(\"netdev\"))'"
+  expect_grep "rdma sys: network namespaces shared" "netns shared" shim rdma sys
+  expect_fail "rdma dev show of a missing device fails" shim rdma dev show nosuch0
+  expect_fail "rdma resource (not emulated) fails" shim rdma resource
+fi
+
 # --- the C probe: commands, channels, fd tracking, netlink ---------------------
 if ! have cc; then
   :
