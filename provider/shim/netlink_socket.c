@@ -215,7 +215,7 @@ static int send_to_self(void* ctx, const void* datagram, size_t len) {
 }
 
 ssize_t shim_nl_sendmsg(const char* root, int fd, const struct msghdr* msg) {
-  if (msg == NULL) return fail(EFAULT);
+  if (msg == NULL || (msg->msg_iov == NULL && msg->msg_iovlen != 0)) return fail(EFAULT);
   if (msg->msg_name != NULL && msg->msg_namelen != 0) {
     struct sockaddr_nl to;
     if (netlink_address(msg->msg_name, msg->msg_namelen, &to) != 0) return fail(EINVAL);
@@ -225,6 +225,7 @@ ssize_t shim_nl_sendmsg(const char* root, int fd, const struct msghdr* msg) {
   size_t len = 0;
   for (size_t i = 0; i < msg->msg_iovlen; i++) {
     const struct iovec* v = &msg->msg_iov[i];
+    if (v->iov_len != 0 && v->iov_base == NULL) return fail(EFAULT);
     if (v->iov_len > sizeof request - len) return fail(EMSGSIZE);
     if (v->iov_len != 0) memcpy(request + len, v->iov_base, v->iov_len);
     len += v->iov_len;
