@@ -153,6 +153,7 @@ struct ibv_cq_ex* ibemu_create_cq_ex(struct ibv_context* c, struct ibv_cq_init_a
   if (attr->wc_flags & IBV_WC_EX_WITH_SL) cqx->read_sl = cq_read_sl;
   if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
     cqx->read_dlid_path_bits = cq_read_dlid_path_bits;
+  ibemu_hold_context(c);
   return cqx;
 }
 

@@ -21,6 +21,9 @@ struct ibemu_device {
 struct ibemu_context {
   struct verbs_context vctx;
   struct ibemu_core_context* core;
+  /* One while the context is open, one per PD, CQ and XRC domain made on
+   * it (which in turn keep the objects on them): see ibemu_hold_context. */
+  atomic_int refs;
 };
 
 struct ibemu_pd {
@@ -101,6 +104,9 @@ void ibemu_qp_ex_fini(struct ibemu_qp* qp);
 
 /* cq_ex.c: ibv_create_cq_ex and the ibv_cq_ex polling API. */
 struct ibv_cq_ex* ibemu_create_cq_ex(struct ibv_context* c, struct ibv_cq_init_attr_ex* attr);
+/* An object that needs the context was made on it / is gone. */
+void ibemu_hold_context(struct ibv_context* c);
+void ibemu_release_context(struct ibv_context* c);
 void ibemu_cq_ex_fini(struct ibemu_cq* cq);
 
 #endif

@@ -95,6 +95,7 @@ static struct ibv_pd* ibemu_alloc_pd(struct ibv_context* c) {
   }
   pd->id = ibemu_core_alloc_pd(to_ctx(c)->core);
   pd->pd.handle = pd->id;
+  ibemu_hold_context(c);
   return &pd->pd;
 }
 
@@ -102,8 +103,10 @@ static struct ibv_pd* ibemu_alloc_pd(struct ibv_context* c) {
  * its deallocation fails with EBUSY; freed, a later verb on one of those
  * objects would reach freed memory. */
 static int ibemu_dealloc_pd(struct ibv_pd* pd) {
+  struct ibv_context* c = pd->context;
   if (atomic_load(&to_pd(pd)->users)) return EBUSY;
   free(to_pd(pd));
+  ibemu_release_context(c);
   return 0;
 }
 
@@ -327,6 +330,7 @@ static struct ibv_xrcd* ibemu_open_xrcd(struct ibv_context* c, struct ibv_xrcd_i
   xrcd->id = id;
   xrcd->vxrcd.handle = id;
   xrcd->vxrcd.xrcd.context = c;
+  ibemu_hold_context(c);
   return &xrcd->vxrcd.xrcd;
 }
 
@@ -334,9 +338,11 @@ static int ibemu_close_xrcd(struct ibv_xrcd* x) {
   struct ibemu_xrcd* xrcd = (struct ibemu_xrcd*)x;
   /* As the kernel: a domain that SRQs or QPs still use stays open. */
   if (atomic_load(&xrcd->users)) return EBUSY;
-  int err = ibemu_core_close_xrcd(to_ctx(x->context)->core, xrcd->id);
+  struct ibv_context* c = x->context;
+  int err = ibemu_core_close_xrcd(to_ctx(c)->core, xrcd->id);
   if (err) return err;
   free(xrcd);
+  ibemu_release_context(c);
   return 0;
 }
 
@@ -434,15 +440,18 @@ static struct ibv_cq* ibemu_create_cq(struct ibv_context* c, int cqe,
     return NULL;
   }
   cq->vcq.cq.cqe = cqe;
+  ibemu_hold_context(c);
   return &cq->vcq.cq;
 }
 
 static int ibemu_destroy_cq(struct ibv_cq* ibcq) {
   struct ibemu_cq* cq = to_cq(ibcq);
+  struct ibv_context* c = ibcq->context;
   int err = ibemu_core_destroy_cq(cq->core);
   if (err) return err;
   ibemu_cq_ex_fini(cq);
   free(cq);
+  ibemu_release_context(c);
   return 0;
 }
 
@@ -645,12 +654,23 @@ static int ibemu_post_recv(struct ibv_qp* qp, struct ibv_recv_wr* wr, struct ibv
   return ibemu_core_post_recv(to_qp(qp)->core, wr, bad);
 }
 
-static void ibemu_free_context(struct ibv_context* c) {
+/* ibv_close_device does not destroy what the program made on the context
+ * (the program should have, says libibverbs), and a kernel HCA's objects
+ * outlive it: destroying one later fails cleanly. Every ibemu object needs
+ * its context, so a context closed while objects remain is freed when the
+ * last of them goes. pyverbs' garbage collector closes a context before its
+ * objects when they sit in one reference cycle. */
+void ibemu_hold_context(struct ibv_context* c) { atomic_fetch_add(&to_ctx(c)->refs, 1); }
+
+void ibemu_release_context(struct ibv_context* c) {
   struct ibemu_context* ctx = to_ctx(c);
+  if (atomic_fetch_sub(&ctx->refs, 1) != 1) return;
   ibemu_core_close(ctx->core);
   verbs_uninit_context(&ctx->vctx);
   free(ctx);
 }
+
+static void ibemu_free_context(struct ibv_context* c) { ibemu_release_context(c); }
 
 const struct verbs_context_ops ibemu_ctx_ops = {
     .alloc_mw = ibemu_alloc_mw,
@@ -722,6 +742,7 @@ static struct verbs_context* ibemu_alloc_context(struct ibv_device* ibdev, int c
   } else {
     verbs_set_ops(&ctx->vctx, &ibemu_ctx_ops);
   }
+  atomic_init(&ctx->refs, 1);
   return &ctx->vctx;
 }
 

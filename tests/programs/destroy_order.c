@@ -2,7 +2,10 @@
  * leaves it usable, as the kernel's uverbs does (ib_destroy_usecnt): a PD
  * with an MR, MW, AH, SRQ or QP on it; a CQ a QP or an XRC SRQ completes
  * into; an SRQ a QP receives from; an XRC domain with an SRQ on it. Once the
- * users are gone, each goes with 0. Prints one line per check and "ok" at
+ * users are gone, each goes with 0. Objects that outlive their context
+ * (ibv_close_device first, as pyverbs' garbage collector may do it) still
+ * go with 0, and nothing of the closed context is touched after it is
+ * freed. Prints one line per check and "ok" at
  * the end; exits 1 at the first check that fails.
  * Usage: destroy_order [-d DEVICE] */
 #include <errno.h>
@@ -112,6 +115,28 @@ static void xrc_users(struct ibv_context* ctx) {
   expect("  and the PD", ibv_dealloc_pd(pd), 0);
 }
 
+/* ibv_close_device before the objects made on the context. */
+static void after_close(struct ibv_device* dev) {
+  static char buf[4096];
+  struct ibv_context* ctx = must(ibv_open_device(dev), "ibv_open_device");
+  struct ibv_pd* pd = must(ibv_alloc_pd(ctx), "ibv_alloc_pd");
+  struct ibv_cq* cq = must(ibv_create_cq(ctx, 8, NULL, NULL, 0), "ibv_create_cq");
+  struct ibv_cq_init_attr_ex cq_attr = {.cqe = 8, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN};
+  struct ibv_cq_ex* cq_ex = must(ibv_create_cq_ex(ctx, &cq_attr), "ibv_create_cq_ex");
+  struct ibv_mr* mr = must(ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr");
+  struct ibv_qp* qp = rc_qp(pd, cq, NULL);
+  struct ibv_xrcd_init_attr xattr = {
+      .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1, .oflags = O_CREAT};
+  struct ibv_xrcd* xrcd = ibv_open_xrcd(ctx, &xattr);
+  expect("ibv_close_device with objects left", ibv_close_device(ctx), 0);
+  expect("  a QP of the closed context still goes", ibv_destroy_qp(qp), 0);
+  expect("  its MR", ibv_dereg_mr(mr), 0);
+  expect("  its CQ", ibv_destroy_cq(cq), 0);
+  if (xrcd) expect("  its XRC domain", ibv_close_xrcd(xrcd), 0);
+  expect("  its PD", ibv_dealloc_pd(pd), 0);
+  expect("  and last its extended CQ", ibv_destroy_cq(ibv_cq_ex_to_cq(cq_ex)), 0);
+}
+
 int main(int argc, char** argv) {
   const char* name = NULL;
   int opt;
@@ -131,6 +156,7 @@ int main(int argc, char** argv) {
   pd_users(ctx);
   xrc_users(ctx);
   ibv_close_device(ctx);
+  after_close(dev);
   ibv_free_device_list(list);
   if (failures) return 1;
   printf("ok\n");
