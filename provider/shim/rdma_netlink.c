@@ -494,10 +494,9 @@ static int get_chardev(struct replies* r, const char* root, const struct request
   char abi[16];
   uverbs_path(&p, root, dev.index, "abi_version");
   if (read_line(&p, abi, sizeof abi) <= 0) return -EINVAL;
-  char name[NAME_MAX_LEN] = "uverbs";
-  struct path_buf n = {.len = 0};
-  path_add_number(&n, dev.index);
-  memcpy(name + 6, n.s, n.len + 1);
+  struct path_buf name = {.len = 0};
+  path_add(&name, "uverbs");
+  path_add_number(&name, dev.index);
 
   struct message m;
   reply_begin(&m, r, q->h);
@@ -505,7 +504,7 @@ static int get_chardev(struct replies* r, const char* root, const struct request
    * by name without comparing numbers. */
   put_u64(&m, RDMA_NLDEV_ATTR_CHARDEV, 0);
   put_u64(&m, RDMA_NLDEV_ATTR_CHARDEV_ABI, parse_number(abi));
-  put_string(&m, RDMA_NLDEV_ATTR_CHARDEV_NAME, name);
+  put_string(&m, RDMA_NLDEV_ATTR_CHARDEV_NAME, name.s);
   put_u32(&m, RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, RDMA_DRIVER_UNKNOWN);
   send_message(r, &m);
   return 0;
