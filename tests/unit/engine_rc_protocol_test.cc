@@ -934,6 +934,53 @@ TEST(RcProtocol, GivenFabricFrozenPastTheRetriesExpectSuccessOnlyWithinTheStallT
   }
 }
 
+// The retries a host stall spent are not the link's fault: when the fabric
+// runs again and the first resent packet is lost, the responder's PSN
+// sequence NAK asks for a resend, and within the stall tolerance the
+// requester resends as the timer path would, rather than fail the QP on a
+// healthy peer.
+TEST(RcProtocol, GivenRetriesSpentInAStallThenASequenceNakExpectSuccessWithinTheStallTolerance) {
+  for (const Nanos tolerance : {Nanos{0}, Nanos{1'000'000'000}}) {
+    SCOPED_TRACE(::testing::Message() << "tolerance " << tolerance);
+    ConnectParams p;
+    p.timeout = 10;
+    p.retry_cnt = 3;
+    p.path_mtu = 3;  // 1024: the message is four packets
+    p.stall_tolerance = tolerance;
+    EnginePair pair(p);
+    Message m(pair.a, pair.b, 4096, 84);
+    ASSERT_EQ(testing::post(*pair.b.qp, testing::recv_wr(10, m.recv_sges)), 0);
+    ASSERT_EQ(testing::post(*pair.a.qp, testing::send_wr(1, WrOpcode::kSend, m.send_sges)), 0);
+    pair.link.policy = [](const WirePacket&) { return Fate::kDrop; };
+    // Frozen for long enough to spend every retry, not the tolerance.
+    for (Nanos frozen = 0; frozen < 30'000'000; frozen += 200'000) {
+      pair.link.deliver_all();
+      pair.a.engine.run_timers(pair.clock.now());
+      pair.b.engine.run_timers(pair.clock.now());
+      pair.clock.advance(200us);
+    }
+    if (tolerance == 0) {
+      ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+      EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kRetryExcErr);
+      continue;
+    }
+    ASSERT_TRUE(pair.a.send_wcs.empty());
+    // The fabric runs again; the first packet of the next resend is lost,
+    // so the second reaches the responder out of sequence.
+    bool first_lost = false;
+    pair.link.policy = [&](const WirePacket& w) {
+      if (first_lost || w.psn() != p.sq_psn_a) return Fate::kDeliver;
+      first_lost = true;
+      return Fate::kDrop;
+    };
+    ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+    EXPECT_TRUE(first_lost);
+    EXPECT_EQ(pair.a.send_wcs[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(pair.a.state(), QpState::kRts);
+    m.expect_delivered();
+  }
+}
+
 // A peer that is really gone: the retransmissions keep IBA's timing, and
 // go on past retry_cnt until the peer has been silent for the tolerance.
 TEST(RcProtocol, GivenStallToleranceAndLinkLosingEverythingExpectRetryExceededAfterTheTolerance) {

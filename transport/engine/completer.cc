@@ -133,11 +133,10 @@ void Completer::nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept {
       // a gap once (C9-98), so a second NAK for the PSN already being resent,
       // with no progress since, is a copy from the wire and changes nothing.
       if (comp_.resending_after_nak && comp_.nak_psn == psn) return;
-      if (comp_.retries_left == 0) {
+      if (!spend_retry(qp_.env.clock->now())) {
         error(WcStatus::kRetryExcErr);
         return;
       }
-      --comp_.retries_left;
       comp_.resending_after_nak = true;
       comp_.nak_psn = psn;
       requester_.window_shrink();
@@ -205,20 +204,28 @@ Nanos Completer::on_timer(Nanos now) noexcept {
   Nanos deadline = comp_.last_progress + timeout;
   if (now < deadline) return deadline;
   // Local ACK timeout (IBA 9.7.6.1.3): resend everything not acknowledged.
-  if (comp_.retries_left > 0) {
-    --comp_.retries_left;
-  } else if (now - comp_.heard_at >= qp_.env.stall_tolerance) {
+  if (!spend_retry(now)) {
     error(WcStatus::kRetryExcErr);
     return 0;
   }
-  // else: out of retries, but the peer has been silent for less than the
-  // host's stalls may last (QpEnv::stall_tolerance). What a stall held up
-  // may also have been lost (a link taken for down), so keep resending.
   requester_.window_shrink();
   requester_.resume_at(wire::psn_add(comp_.acked_psn, 1));
   comp_.last_progress = now;
   requester_.pump();
   return now + timeout;
+}
+
+// One retry (a timeout or a PSN sequence NAK) draws on retry_cnt. Out of
+// retries, the QP still resends while no progress has come for less than the
+// host's stalls may last (QpEnv::stall_tolerance): a stall spends the budget
+// on timeouts the link did not cause, and what it held up may also have been
+// lost (a link taken for down). False: the retries are exceeded.
+bool Completer::spend_retry(Nanos now) noexcept {
+  if (comp_.retries_left > 0) {
+    --comp_.retries_left;
+    return true;
+  }
+  return now - comp_.heard_at < qp_.env.stall_tolerance;
 }
 
 // Finds the started WQE whose PSN range holds `psn` (nullptr if none).

@@ -39,6 +39,7 @@ class Completer {
  private:
   void ack(uint32_t psn) noexcept;
   void progress(uint32_t acknowledged) noexcept;
+  bool spend_retry(Nanos now) noexcept;
   void read_response(const wire::PacketView& pkt) noexcept;
   void atomic_ack(const wire::PacketView& pkt) noexcept;
   void nak(uint32_t psn, wire::AckType type, uint8_t value) noexcept;
