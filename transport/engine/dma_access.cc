@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "transport/engine/dma_placement.h"
+
 namespace ibemu::engine {
 namespace {
 
@@ -89,6 +91,12 @@ void copy(void* arg) {
   std::memcpy(c->to, c->from, c->n);
 }
 
+// Into registered memory: as a DMA engine writes (dma_placement.h).
+void place(void* arg) {
+  const Copy* c = static_cast<const Copy*>(arg);
+  place_in_order(static_cast<uint8_t*>(c->to), static_cast<const uint8_t*>(c->from), c->n);
+}
+
 }  // namespace
 
 void install_dma_fault_handler() noexcept {
@@ -131,7 +139,7 @@ bool dma_guarded(const void* registered, size_t n, void (*op)(void*), void* arg)
 
 bool dma_write(void* registered, const void* from, size_t n) noexcept {
   Copy c{registered, from, n};
-  return dma_guarded(registered, n, copy, &c);
+  return dma_guarded(registered, n, place, &c);
 }
 
 bool dma_read(void* to, const void* registered, size_t n) noexcept {

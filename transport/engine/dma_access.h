@@ -67,8 +67,9 @@ class DmaScope {
 /// a fault in registered memory kills the program, as it would anyway.
 void install_dma_fault_handler() noexcept;
 
-/// Copies n bytes from `from` into registered memory at `registered`; false
-/// when that memory faulted (some bytes may have been written).
+/// Copies n bytes from `from` into registered memory at `registered`, each
+/// byte stored once and in ascending order (dma_placement.h); false when that
+/// memory faulted (some bytes may have been written).
 bool dma_write(void* registered, const void* from, size_t n) noexcept;
 /// Copies n bytes of registered memory at `registered` to `to`; false when
 /// that memory faulted.
