@@ -13,6 +13,7 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/mad/mad.h"
+#include "emulator-daemon/heap_usage.h"
 #include "kernel/ibemu_abi.h"
 #include "transport/engine/types.h"
 #include "transport/wire/lrh.h"
@@ -334,6 +335,7 @@ Json Daemon::status_reply() {
   reply["sms"] = sms;
   reply["qps"] = qps_.size();
   reply["pid"] = getpid();
+  reply["heap_in_use"] = heap_in_use();
   reply["runtime_dir"] = paths_.dir;
   reply["subnet"] = subnet_.describe();
   const MadRouterCounters& m = umad_.counters();
