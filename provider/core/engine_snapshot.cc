@@ -2,11 +2,11 @@
 // written into its snapshot page (common/snapshot_page.h) when the daemon
 // asks through the state page.
 #include "common/context_snapshot.h"
-#include "provider/core/provider_context.h"
+#include "provider/core/engine_host.h"
 
 namespace ibemu::provider {
 
-void ProviderContext::answer_snapshot_request() noexcept {
+void EngineHost::answer_snapshot_request() noexcept {
   const uint64_t request = page_->snapshot_request.load(std::memory_order_acquire);
   if (request == snapshot_answered_ || !snapshot_page_.attached()) return;
   snapshot_answered_ = request;
