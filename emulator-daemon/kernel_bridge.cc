@@ -19,6 +19,11 @@ namespace ibemu {
 
 namespace {
 
+// The QPNs ibemu.ko numbers kernel consumers' QPs from: the top of the QPN
+// space, up to but not including the multicast QPN.
+constexpr uint32_t kKernelQpnFirst = 0xf00000;
+constexpr uint32_t kKernelQpnCount = IBEMU_CTL_MULTICAST_QPN - kKernelQpnFirst;
+
 void copy_name(char (&to)[IBEMU_CTL_NAME_MAX], const std::string& from) {
   std::strncpy(to, from.c_str(), sizeof(to) - 1);
 }
@@ -97,6 +102,11 @@ void KernelBridge::add_device(int index) {
   m.max_srq = DeviceLimits::kMaxSrq;
   m.max_srq_wr = DeviceLimits::kMaxSrqWr;
   m.max_mr_size = DeviceLimits::kMaxMrSize;
+  m.kernel_qpn_first = kKernelQpnFirst;
+  m.kernel_qpn_count = kKernelQpnCount;
+  // Fast registration is not offered until the engine executes REG_MR
+  // (docs/design/kernel-consumers.md, step 3).
+  m.max_fast_reg_pages = 0;
   if (int err = write_message(&m, sizeof(m)))
     throw std::runtime_error(
         fmt::format("ibemu.ko refused device {}: {}", dev.name, std::strerror(err)));

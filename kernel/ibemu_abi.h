@@ -22,7 +22,9 @@
 
 #include <linux/types.h>
 
-#define IBEMU_CTL_ABI_VERSION 2
+/* 3: the data channel (IBEMU_IOC_*, struct ibemu_data_*) and the kernel QPN
+ * block and FRWR limit of ADD_DEVICE. */
+#define IBEMU_CTL_ABI_VERSION 3
 #define IBEMU_CTL_DEVICE_NAME "ibemu"
 #define IBEMU_CTL_NAME_MAX 64
 #define IBEMU_CTL_MAX_PORTS 8
@@ -31,6 +33,10 @@
 #define IBEMU_CTL_MAX_PKEYS 16
 #define IBEMU_CTL_MAD_SIZE 256
 #define IBEMU_CTL_GRH_SIZE 40
+/* The largest FRWR page list, which the module allocates per MR. */
+#define IBEMU_CTL_MAX_FAST_REG_PAGES 4096
+/* The one QPN that is never a QP's: multicast (IBA 10.5.2). */
+#define IBEMU_CTL_MULTICAST_QPN 0xffffff
 /* The uverbs ABI of the provider (sysfs uverbsN/abi_version). */
 #define IBEMU_UVERBS_ABI_VERSION 1
 
@@ -82,6 +88,18 @@ struct ibemu_ctl_add_device {
 	__u32 max_srq;
 	__u32 max_srq_wr;
 	__u64 max_mr_size;
+	/*
+	 * The QPNs the module gives kernel QPs (RC, UC, UD): kernel_qpn_first ..
+	 * kernel_qpn_first + kernel_qpn_count - 1, which the daemon keeps out of
+	 * its own QP numbering. 0xFFFFFF (the multicast QPN) is never in it, nor
+	 * are QP0 and QP1; a count of 0 (first 0 too) gives kernel QPs no numbers.
+	 */
+	__u32 kernel_qpn_first;
+	__u32 kernel_qpn_count;
+	/* max_fast_reg_page_list_len, 0 .. IBEMU_CTL_MAX_FAST_REG_PAGES; 0: no
+	 * fast registration (IB_DEVICE_MEM_MGT_EXTENSIONS unadvertised). */
+	__u32 max_fast_reg_pages;
+	__u32 reserved2; /* 0 */
 };
 
 /* The attributes of one port as its SMA holds them (IBA 14.2.5.6). */

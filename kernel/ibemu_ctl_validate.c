@@ -16,6 +16,15 @@ static int terminated(const char *s, unsigned int size)
 	return 0;
 }
 
+/* Past QP0 and QP1, short of the multicast QPN; or none at all. */
+static int qpn_block_ok(__u32 first, __u32 count)
+{
+	if (!count)
+		return !first;
+	return first >= 2 && first < IBEMU_CTL_MULTICAST_QPN &&
+	       count <= IBEMU_CTL_MULTICAST_QPN - first;
+}
+
 static int check_add_device(const struct ibemu_ctl_add_device *m)
 {
 	if (m->abi_version != IBEMU_CTL_ABI_VERSION)
@@ -31,6 +40,11 @@ static int check_add_device(const struct ibemu_ctl_add_device *m)
 		if (*c == '%' || *c == '/' || *c <= ' ' || *c > '~')
 			return -EINVAL;
 	if (!m->max_cqe || !m->max_sge)
+		return -EINVAL;
+	if (!qpn_block_ok(m->kernel_qpn_first, m->kernel_qpn_count))
+		return -EINVAL;
+	if (m->max_fast_reg_pages > IBEMU_CTL_MAX_FAST_REG_PAGES ||
+	    m->reserved2)
 		return -EINVAL;
 	return 0;
 }

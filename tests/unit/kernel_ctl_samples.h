@@ -15,6 +15,8 @@ inline ibemu_ctl_add_device valid_device() {
   std::strcpy(m.node_desc, "host ibemu0");
   m.max_cqe = 1024;
   m.max_sge = 16;
+  m.kernel_qpn_first = 0xf00000;
+  m.kernel_qpn_count = 0xfffff;
   return m;
 }
 

@@ -2,6 +2,7 @@
 // compiled in user space.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "emulator-daemon/kernel_messages.h"
@@ -61,6 +62,40 @@ TEST(KernelControlValidate, RefusesBadDevices) {
     std::strcpy(m.name, name);
     EXPECT_EQ(validate(m), -EINVAL) << name;
   }
+}
+
+// ABI 3 appended the kernel QPN block and the FRWR limit to ABI 2's layout.
+static_assert(sizeof(ibemu_ctl_add_device) == 240);
+static_assert(offsetof(ibemu_ctl_add_device, kernel_qpn_first) == 224);
+
+TEST(KernelControlValidate, RefusesBadKernelQpnBlocksAndPageLists) {
+  auto m = valid_device();
+  m.kernel_qpn_count = 0x100000;  // reaches the multicast QPN
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.kernel_qpn_first = 1;  // QP1
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.kernel_qpn_first = 0xffffff;
+  m.kernel_qpn_count = 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.kernel_qpn_count = 0;  // no block, yet a start
+  EXPECT_EQ(validate(m), -EINVAL);
+  m.kernel_qpn_first = 0;
+  EXPECT_EQ(validate(m), 0);
+  m = valid_device();
+  m.max_fast_reg_pages = IBEMU_CTL_MAX_FAST_REG_PAGES;
+  EXPECT_EQ(validate(m), 0);
+  m.max_fast_reg_pages = IBEMU_CTL_MAX_FAST_REG_PAGES + 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.reserved2 = 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+  // ABI 2's ADD_DEVICE, shorter by the new fields.
+  m = valid_device();
+  m.hdr.length = offsetof(ibemu_ctl_add_device, kernel_qpn_first);
+  EXPECT_EQ(ibemu_ctl_validate(&m, m.hdr.length), -EINVAL);
 }
 
 TEST(KernelControlValidate, RefusesPortAttributesOutOfRange) {
