@@ -282,7 +282,12 @@ Json Daemon::status_reply() {
   reply["kernel"] = {{"registered", kernel_.active()},
                      {"process_mad", kernel_.counters().process_mad},
                      {"mads_sent", kernel_.counters().mads_sent},
-                     {"mads_received", kernel_.counters().mads_received}};
+                     {"mads_received", kernel_.counters().mads_received},
+                     {"data_channel",
+                      {{"open", kernel_.data_channel().active()},
+                       {"batches", kernel_.data_channel().counters().batches.load()},
+                       {"records", kernel_.data_channel().counters().records.load()},
+                       {"malformed", kernel_.data_channel().counters().malformed.load()}}}};
   for (auto& dev : reply["devices"]) {
     int d = dev["index"].get<int>();
     Json ports = Json::array();

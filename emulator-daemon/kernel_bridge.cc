@@ -59,10 +59,24 @@ bool KernelBridge::start(const std::string& path, Answer answer, Send send, SetI
   do_read();
   log_info("kernel mode: {} device(s) registered with ib_core through {}", config_.devices.size(),
            path);
+  open_data_channel();
   return true;
 }
 
+void KernelBridge::open_data_channel() {
+  // Nothing in the module queues records yet: kernel consumers' QPs are the
+  // next step (docs/design/kernel-consumers.md). A record now is the
+  // module's bug, and said so.
+  const int err = data_.open(fd_.native_handle(), [](const ibemu_data_hdr& hdr, const uint8_t*) {
+    log_error("kernel data channel: record type {} before the daemon handles any", hdr.type);
+  });
+  if (err)
+    log_info("kernel mode: no data channel ({}): kernel consumers get no QPs", std::strerror(err));
+}
+
 void KernelBridge::stop() {
+  // The channel first: its end is how the module learns the daemon left.
+  data_.stop();
   boost::system::error_code ignored;
   fd_.close(ignored);
 }

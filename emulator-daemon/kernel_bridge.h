@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "emulator-daemon/asio.h"
+#include "emulator-daemon/kernel_data_channel.h"
 #include "emulator-daemon/subnet.h"
 
 namespace ibemu {
@@ -55,9 +56,12 @@ class KernelBridge {
                    const uint8_t* mad, size_t len);
 
   const KernelBridgeCounters& counters() const { return counters_; }
+  /// The data channel kernel consumers' QPs will use (kernel_data_channel.h).
+  const KernelDataChannel& data_channel() const { return data_; }
 
  private:
   void add_device(int index);
+  void open_data_channel();
   /// Writes one message; the module answers at once (errno on failure).
   int write_message(const void* msg, size_t len);
   void do_read();
@@ -75,6 +79,7 @@ class KernelBridge {
   SetIsSm set_is_sm_;
   std::array<uint8_t, 1024> buf_{};
   KernelBridgeCounters counters_;
+  KernelDataChannel data_;
 };
 
 }  // namespace ibemu
