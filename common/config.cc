@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include "common/json_integer.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -64,14 +66,7 @@ void read_opt(const nlohmann::json& obj, const char* key, T* out) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     // get<int>() of 1e78 or of -1 into an unsigned field is not an error to
     // nlohmann::json but a wrong (or undefined) value: check first.
-    const bool fits =
-        v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
-        : v.is_number_integer()
-            ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
-                  (v.get<int64_t>() < 0 ||
-                   uint64_t(v.get<int64_t>()) <= uint64_t(std::numeric_limits<T>::max()))
-            : false;
-    if (!fits)
+    if (!json_fits<T>(v))
       throw std::runtime_error(std::string(key) + " must be an integer from " +
                                std::to_string(std::numeric_limits<T>::min()) + " to " +
                                std::to_string(std::numeric_limits<T>::max()));

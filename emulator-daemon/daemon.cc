@@ -11,6 +11,7 @@
 
 #include "common/capture_record.h"
 #include "common/hex.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/mad/mad.h"
 #include "emulator-daemon/heap_usage.h"
@@ -403,7 +404,7 @@ Json Daemon::do_close_context(SessionInfo& s, const Json& req) {
   if (device_index(req.at("device")) < 0) return error_reply(ENODEV, "no such device");
   Client& c = client_of(s);
   c.contexts = std::max(0, c.contexts - 1);
-  const uint64_t id = req.value("context", uint64_t{0});
+  const uint64_t id = json_integer_or<uint64_t>(req, "context", 0);
   auto it = std::find(c.counter_ids.begin(), c.counter_ids.end(), id);
   if (it != c.counter_ids.end()) {
     counters_.remove(id);
@@ -433,7 +434,7 @@ Json Daemon::do_create_qp(SessionInfo& s, const Json& req) {
 Json Daemon::do_destroy_qp(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  if (!qps_.release(d, req.at("qpn").get<uint32_t>(), s.id))
+  if (!qps_.release(d, json_integer<uint32_t>(req.at("qpn")), s.id))
     return error_reply(ENOENT, "no such QP");
   --client_of(s).qps[d];
   return ok_reply();
@@ -444,8 +445,8 @@ Json Daemon::do_destroy_qp(SessionInfo& s, const Json& req) {
 // process's inbox ring. Unknown destinations are ENOENT and the sender drops,
 // as a real fabric silently drops packets for a QP that does not exist.
 Json Daemon::do_resolve(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
-  uint16_t dlid = req.at("dlid").get<uint16_t>();
-  uint32_t qpn = req.at("qpn").get<uint32_t>();
+  uint16_t dlid = json_integer<uint16_t>(req.at("dlid"));
+  uint32_t qpn = json_integer<uint32_t>(req.at("qpn"));
   auto port = subnet_.port_by_lid(dlid);
   if (!port && dlid_leaves_host(dlid)) {
     Json reply = ok_reply();
@@ -487,8 +488,8 @@ Json Daemon::do_resolve_owner(SessionInfo& s, const std::string& op, const Json&
   } else {
     const int d = device_index(req.at("device"));
     if (d < 0) return error_reply(ENODEV, "no such device");
-    owner = op == "resolve_srq" ? srqns_.owner(d, req.at("srqn").get<uint32_t>())
-                                : qps_.owner(d, req.at("qpn").get<uint32_t>());
+    owner = op == "resolve_srq" ? srqns_.owner(d, json_integer<uint32_t>(req.at("srqn")))
+                                : qps_.owner(d, json_integer<uint32_t>(req.at("qpn")));
   }
   auto it = owner ? clients_.find(*owner) : clients_.end();
   if (it == clients_.end() || it->second.inbox_fd < 0) return error_reply(ENOENT, "no such owner");
@@ -507,8 +508,8 @@ Json Daemon::do_resolve_owner(SessionInfo& s, const std::string& op, const Json&
 Json Daemon::do_mcast(SessionInfo& s, const Json& req, bool attach) {
   const int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  const uint32_t qpn = req.at("qpn").get<uint32_t>();
-  const uint16_t mlid = req.at("mlid").get<uint16_t>();
+  const uint32_t qpn = json_integer<uint32_t>(req.at("qpn"));
+  const uint16_t mlid = json_integer<uint16_t>(req.at("mlid"));
   std::vector<uint8_t> raw;
   if (!from_hex(req.at("mgid").get<std::string>(), &raw) || raw.size() != 16)
     return error_reply(EINVAL, "mgid is not 16 hex bytes");
@@ -526,7 +527,7 @@ Json Daemon::do_mcast(SessionInfo& s, const Json& req, bool attach) {
 // Where a packet to a multicast LID goes: the inbox of every process with a
 // member. The sender copies the packet into each.
 Json Daemon::do_resolve_mcast(SessionInfo& s, const Json& req, std::vector<int>& fds_out) {
-  const uint16_t mlid = req.at("mlid").get<uint16_t>();
+  const uint16_t mlid = json_integer<uint16_t>(req.at("mlid"));
   Json owners = Json::array();
   // Members on other hosts: the fabric floods the group to them. What came
   // from another host is not sent back out.
@@ -565,7 +566,7 @@ Json Daemon::do_open_xrcd(SessionInfo& s, const Json& req) {
 Json Daemon::do_close_xrcd(SessionInfo& s, const Json& req) {
   const int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  if (!xrcds_.close(s.id, d, req.at("xrcd").get<uint32_t>()))
+  if (!xrcds_.close(s.id, d, json_integer<uint32_t>(req.at("xrcd"))))
     return error_reply(EINVAL, "no such XRC domain");
   return ok_reply();
 }
@@ -575,7 +576,7 @@ Json Daemon::do_srqn(SessionInfo& s, const Json& req, bool allocate) {
   if (d < 0) return error_reply(ENODEV, "no such device");
   Client& c = client_of(s);
   if (!allocate) {
-    if (!srqns_.release(d, req.at("srqn").get<uint32_t>(), s.id))
+    if (!srqns_.release(d, json_integer<uint32_t>(req.at("srqn")), s.id))
       return error_reply(ENOENT, "no such SRQ");
     --c.srqns[d];
     return ok_reply();
@@ -595,11 +596,11 @@ Json Daemon::do_srqn(SessionInfo& s, const Json& req, bool allocate) {
 
 Json Daemon::do_sm_attach(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
-  int p = req.at("port").get<int>();
+  int p = json_integer<int>(req.at("port"));
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
   // The priority comes with the attach: other SMs that ask before the SM's
   // first sm_info see it DISCOVERING with its real priority.
-  const int priority = req.value("priority", 0);
+  const int priority = json_integer_or<int>(req, "priority", 0);
   if (priority < 0 || priority > 15) return error_reply(EINVAL, "priority must be 0..15");
   // One SM per port: SMInfo of a port describes one SM.
   for (const auto& [id, other] : clients_)
@@ -620,7 +621,7 @@ Json Daemon::do_sm_info(SessionInfo& s, const Json& req) {
   auto it = clients_.find(s.id);
   if (it == clients_.end() || !it->second.sm_port)
     return error_reply(EINVAL, "not a subnet manager (sm_attach first)");
-  const int priority = req.at("priority").get<int>();
+  const int priority = json_integer<int>(req.at("priority"));
   if (priority < 0 || priority > 15) return error_reply(EINVAL, "priority must be 0..15");
   const auto state = mad::parse_sm_state(req.at("state").get<std::string>());
   if (!state) return error_reply(EINVAL, "state must be notactive, discovering, standby or master");
@@ -633,7 +634,7 @@ Json Daemon::do_sm_info(SessionInfo& s, const Json& req) {
 
 Json Daemon::do_smp(SessionInfo& s, const Json& req) {
   int d = device_index(req.at("device"));
-  int p = req.at("port").get<int>();
+  int p = json_integer<int>(req.at("port"));
   if (d < 0 || p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
   std::vector<uint8_t> mad;
   if (!from_hex(req.at("mad").get<std::string>(), &mad))
@@ -653,7 +654,7 @@ Json Daemon::do_smp(SessionInfo& s, const Json& req) {
 // ibemu capture: the capture belongs to the session that started it and ends
 // with it.
 Json Daemon::do_capture(SessionInfo& s, const std::string& op, const Json& req) {
-  const uint64_t id = req.value("id", uint64_t{0});
+  const uint64_t id = json_integer_or<uint64_t>(req, "id", 0);
   if (op != "capture_start") capture_.drain();
   if (op == "capture_status") {
     Json d = capture_.describe(s.id, id);
@@ -674,18 +675,18 @@ Json Daemon::do_capture(SessionInfo& s, const std::string& op, const Json& req) 
     const int d = device_index(req["device"]);
     if (d < 0) return error_reply(ENODEV, "no such device");
     if (req.contains("port")) {
-      const int p = req["port"].get<int>();
+      const int p = json_integer<int>(req["port"]);
       if (p < 1 || p > config_.devices[d].ports) return error_reply(ENODEV, "no such port");
       c.filter.port = PortRef{d, p};
     } else {
       c.filter.device = d;
     }
   }
-  if (req.contains("qpn")) c.filter.qpn = req["qpn"].get<uint32_t>();
-  if (req.contains("lid")) c.filter.lid = req["lid"].get<uint16_t>();
-  c.max_packets = req.value("count", uint64_t{0});
-  c.file_bytes = req.value("file_bytes", uint64_t{0});
-  c.files = req.value("files", 1u);
+  if (req.contains("qpn")) c.filter.qpn = json_integer<uint32_t>(req["qpn"]);
+  if (req.contains("lid")) c.filter.lid = json_integer<uint16_t>(req["lid"]);
+  c.max_packets = json_integer_or<uint64_t>(req, "count", 0);
+  c.file_bytes = json_integer_or<uint64_t>(req, "file_bytes", 0);
+  c.files = json_integer_or<unsigned>(req, "files", 1);
   const std::string linktype = req.value("linktype", std::string("erf"));
   if (linktype != "erf" && linktype != "infiniband")
     return error_reply(EINVAL, "linktype is erf or infiniband");
@@ -708,7 +709,7 @@ std::optional<std::vector<PortRef>> Daemon::selected_ports(const Json& req) cons
     for (int p = 1; p <= config_.devices[d].ports; ++p) out.push_back({d, p});
     return out;
   }
-  const int p = req["port"].get<int>();
+  const int p = json_integer<int>(req["port"]);
   if (p < 1 || p > config_.devices[d].ports) return std::nullopt;
   out.push_back({d, p});
   return out;
@@ -746,10 +747,10 @@ Json Daemon::do_fault(const std::string& op, const Json& req) {
     f.drop_ppm = ppm("drop");
     f.dup_ppm = ppm("duplicate");
     f.reorder_ppm = ppm("reorder");
-    f.delay_us = req.value("delay_us", 0u);
-    f.jitter_us = req.value("jitter_us", 0u);
-    f.rate_mbps = req.value("rate_mbps", 0u);
-    f.seed = req.value("seed", uint64_t{1});
+    f.delay_us = json_integer_or<unsigned>(req, "delay_us", 0);
+    f.jitter_us = json_integer_or<unsigned>(req, "jitter_us", 0);
+    f.rate_mbps = json_integer_or<unsigned>(req, "rate_mbps", 0);
+    f.seed = json_integer_or<uint64_t>(req, "seed", 1);
   }
   // A seed alone is no fault.
   const bool none =
@@ -779,10 +780,10 @@ Json Daemon::do_fault(const std::string& op, const Json& req) {
 Json Daemon::do_forced_nak(const Json& req) {
   const int d = device_index(req.at("device"));
   if (d < 0) return error_reply(ENODEV, "no such device");
-  const uint32_t qpn = req.at("qpn").get<uint32_t>();
+  const uint32_t qpn = json_integer<uint32_t>(req.at("qpn"));
   const std::string kind = req.value("kind", std::string("rnr"));
   if (kind != "rnr" && kind != "psn") return error_reply(EINVAL, "kind is rnr or psn");
-  const uint32_t count = req.value("count", 1u);
+  const uint32_t count = json_integer_or<uint32_t>(req, "count", 1);
   // A QP that is gone takes its orders with it (a new QP may get its
   // number); one that does not exist cannot be given any.
   std::erase_if(forced_naks_, [&](const ForcedNakView& e) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/hex.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/mad/mad.h"
 #include "emulator-daemon/daemon.h"
@@ -104,7 +105,7 @@ bool Daemon::dlid_leaves_host(uint16_t dlid) const {
 Json Daemon::fabric_status() const {
   if (!fabric_) return nullptr;
   Json f = fabric_->describe();
-  for (auto& p : f["peers"]) p["switch_port"] = subnet_.uplink_port(p["uplink"].get<int>());
+  for (auto& p : f["peers"]) p["switch_port"] = subnet_.uplink_port(json_integer<int>(p["uplink"]));
   return f;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/hex.h"
+#include "common/json_integer.h"
 #include "common/mad/cm.h"
 #include "emulator-daemon/daemon.h"
 
@@ -63,9 +64,9 @@ constexpr int kFirstUnprivilegedPort = 1024;  // the kernel's PROT_SOCK
 }  // namespace
 
 Json Daemon::do_cm_bind(SessionInfo& s, const Json& req, bool bind) {
-  const int ps = req.at("ps").get<int>();
+  const int ps = json_integer<int>(req.at("ps"));
   const std::string ip = IpAddresses::canonical(req.at("ip").get<std::string>());
-  const int port = req.at("port").get<int>();
+  const int port = json_integer<int>(req.at("port"));
   if (!CmPortSpace::known_port_space(ps))
     return error_reply(EINVAL, fmt::format("unknown rdma_cm port space {:#x}", ps));
   if (ip.empty() || port < 0 || port > 65535) return error_reply(EINVAL, "bad address or port");

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "emulator-daemon/fabric_datagram.h"
 #include "emulator-daemon/fabric_delivery.h"
@@ -256,7 +257,7 @@ void FabricLink::on_hello(const sockaddr_in& from, const std::string& text) {
     ++malformed_;
     return;
   }
-  const uint64_t guid = hello["guid"].get<uint64_t>();
+  const uint64_t guid = json_integer<uint64_t>(hello["guid"]);
   int uplink = peer_of(from);
   if (guid == switch_guid_) {
     // Our own hello: the seed (or a listed peer) is this host.
