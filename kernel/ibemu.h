@@ -12,6 +12,7 @@
 #include <linux/idr.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
 #include <linux/spinlock.h>
 #include <rdma/ib_verbs.h>
 
@@ -19,6 +20,7 @@
 #include "ibemu_compat.h"
 
 struct ibemu_ctl_file;
+struct ibemu_data_chan;
 
 struct ibemu_port_attr {
 	u8 state;
@@ -50,6 +52,14 @@ struct ibemu_dev {
 	/* The control file driving it and its index there; under ibemu_ctl_lock. */
 	struct ibemu_ctl_file *owner;
 	u8 owner_index;
+	/*
+	 * The data channel of that control file, while one is open: set and
+	 * cleared under ibemu_devices_mutex and the channel's lock, read under
+	 * RCU by the verbs that queue records (ibemu_data.c). chan_index is
+	 * the device's index in the channel's records, under its lock.
+	 */
+	struct ibemu_data_chan __rcu *chan;
+	u8 chan_index;
 };
 
 struct ibemu_cq {
@@ -143,6 +153,101 @@ int ibemu_post_mad_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 int ibemu_post_mad_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			const struct ib_recv_wr **bad_wr);
 void ibemu_deliver_mad(struct ibemu_dev *dev, const struct ibemu_ctl_mad_in *in);
+
+/*
+ * ibemu_data.c: the data channel, through which the daemon's engine carries
+ * out kernel consumers' verbs (docs/design/kernel-consumers.md, section 4).
+ * The verbs hand it records and never wait for the daemon: with no channel
+ * open a record is dropped, and the replay of a channel that opens later
+ * tells the daemon what exists.
+ */
+
+/*
+ * A command record (CREATE_QP, MODIFY_QP, DESTROY_CQ...) allocated ahead:
+ * a verb that must not fail, such as a destroy, allocates its record when
+ * the object is created and submits it later.
+ */
+struct ibemu_data_cmd;
+
+/*
+ * A queue of WQE records (a QP's send or receive queue, an SRQ) that the
+ * channel's reader copies straight out of its owner's ring, so that posting
+ * allocates nothing. The owner numbers its records 0, 1, 2... (u32,
+ * wrapping), and keeps records from the one last delivered up to `posted`
+ * unchanged in their slots until the reader has taken them or the owner has
+ * called ibemu_data_producer_stop(). ibemu_data_ring_doorbell() and
+ * ibemu_data_producer_stop() are called with the owner's lock held, which
+ * serializes them; that lock is taken before the channel's, never after.
+ */
+struct ibemu_data_producer {
+	struct ibemu_dev *dev;
+	/*
+	 * Copies record `seq` into `buf` and returns its length (a multiple of
+	 * 8; the reader fills in the device index), or 0 when it needs more
+	 * than `room` bytes. The reader calls it under the channel's lock with
+	 * interrupts off: it must not sleep or take the owner's lock, and reads
+	 * the slot as the rule above guarantees it to be.
+	 */
+	unsigned int (*emit)(struct ibemu_data_producer *p, u32 seq, void *buf,
+			     unsigned int room);
+	/*
+	 * The channel whose doorbell (or reading) list holds it, NULL while it
+	 * is idle; the other fields are under that channel's lock while it is
+	 * set, and the owner's while it is NULL (then delivered == posted).
+	 */
+	struct ibemu_data_chan *chan;
+	struct list_head node;
+	u32 posted; /* records before this one exist */
+	u32 delivered; /* records before this one went to the daemon */
+	u32 snapshot; /* the reader's: taken, not yet delivered */
+};
+
+void ibemu_data_producer_init(struct ibemu_data_producer *p,
+			      struct ibemu_dev *dev,
+			      unsigned int (*emit)(struct ibemu_data_producer *,
+						   u32, void *, unsigned int));
+/*
+ * Records before `posted` exist: links the producer on the channel's
+ * doorbell list unless it is there already, and wakes the reader. Any
+ * context. Returns false when no channel is open: those records will never
+ * be delivered, and the caller completes them itself.
+ */
+bool ibemu_data_ring_doorbell(struct ibemu_data_producer *p, u32 posted);
+/*
+ * Takes the producer off its channel (a QP's reset or destroy): once it
+ * returns, the reader reads none of its slots, and records not yet
+ * delivered never will be. Any context.
+ */
+void ibemu_data_producer_stop(struct ibemu_data_producer *p);
+
+/*
+ * Queues a command for the daemon driving `dev`, after every command queued
+ * before it and before every WQE posted after it returns. `rec` is a whole
+ * record as the ABI defines it (its device index is filled in here); a
+ * malformed one is the module's bug (a warning, -EINVAL). Returns 0 when
+ * queued or when no channel is open (nothing to tell: the replay will),
+ * -ENOMEM when out of memory or when the daemon has left too many commands
+ * unread. gfp: GFP_KERNEL where the verb may sleep, else GFP_ATOMIC.
+ */
+int ibemu_data_queue_command(struct ibemu_dev *dev, const void *rec,
+			     size_t len, gfp_t gfp);
+struct ibemu_data_cmd *ibemu_data_cmd_alloc(const void *rec, size_t len,
+					    gfp_t gfp);
+void ibemu_data_cmd_free(struct ibemu_data_cmd *cmd);
+/* Queues (or, with no channel, frees) a command from ibemu_data_cmd_alloc:
+ * never fails, and does not count against the limit of unread commands. */
+void ibemu_data_cmd_submit(struct ibemu_dev *dev, struct ibemu_data_cmd *cmd);
+
+/* For ibemu_ctl.c, under ibemu_devices_mutex unless said otherwise. */
+/* IBEMU_IOC_OPEN_DATA on the control file whose channel pointer is `slot`
+ * and whose devices are `devs`; takes the mutex itself. */
+int ibemu_data_open(struct ibemu_data_chan **slot,
+		    struct ibemu_dev *const *devs);
+/* A device the control file has just added (or adopted). */
+void ibemu_data_attach(struct ibemu_data_chan *chan, struct ibemu_dev *dev,
+		       u8 index);
+/* The control file's release: ends its channel, if any; takes the mutex. */
+void ibemu_data_close_ctl(struct ibemu_data_chan **slot);
 
 /* ibemu_ctl.c: the control device */
 int ibemu_ctl_register(void);

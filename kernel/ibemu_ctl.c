@@ -23,7 +23,9 @@
 #define PROCESS_MAD_TIMEOUT HZ
 
 struct ibemu_ctl_file {
-	struct ibemu_dev *devs[IBEMU_CTL_MAX_DEVICES]; /* ibemu_devices_mutex */
+	/* Under ibemu_devices_mutex: */
+	struct ibemu_dev *devs[IBEMU_CTL_MAX_DEVICES];
+	struct ibemu_data_chan *chan; /* the data channel, while open */
 	/* Under ibemu_ctl_lock: */
 	struct list_head outq;
 	unsigned int queued;
@@ -204,6 +206,10 @@ static int add_device(struct ibemu_ctl_file *f,
 	dev->owner_index = m->index;
 	spin_unlock_irq(&ibemu_ctl_lock);
 	f->devs[m->index] = dev;
+	/* A device added while the channel is open joins it (and is
+	 * replayed there, as after a daemon restart). */
+	if (f->chan)
+		ibemu_data_attach(f->chan, dev, m->index);
 out:
 	mutex_unlock(&ibemu_devices_mutex);
 	return err;
@@ -330,6 +336,16 @@ static ssize_t ctl_read(struct file *file, char __user *buf, size_t len,
 	return ret;
 }
 
+/* The data channel (ibemu_data.c) is the one thing ioctl() does here. */
+static long ctl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct ibemu_ctl_file *f = file->private_data;
+
+	if (cmd != IBEMU_IOC_OPEN_DATA)
+		return -ENOTTY;
+	return ibemu_data_open(&f->chan, f->devs);
+}
+
 static __poll_t ctl_poll(struct file *file, poll_table *wait)
 {
 	struct ibemu_ctl_file *f = file->private_data;
@@ -363,6 +379,8 @@ static int ctl_release(struct inode *inode, struct file *file)
 	struct pending_mad *p, *next_p;
 	int i;
 
+	/* The channel first: the devices' records stop with it. */
+	ibemu_data_close_ctl(&f->chan);
 	mutex_lock(&ibemu_devices_mutex);
 	for (i = 0; i < IBEMU_CTL_MAX_DEVICES; i++) {
 		if (!f->devs[i])
@@ -393,6 +411,9 @@ static const struct file_operations ctl_fops = {
 	.read = ctl_read,
 	.write = ctl_write,
 	.poll = ctl_poll,
+	.unlocked_ioctl = ctl_ioctl,
+	/* Its one ioctl takes no argument. */
+	.compat_ioctl = compat_ptr_ioctl,
 };
 
 static struct miscdevice ctl_misc = {
