@@ -271,6 +271,18 @@ kill $holder 2>/dev/null
 wait $holder 2>/dev/null
 
 check "bad control messages get EINVAL (fuzzed)" "$BUILD/bin/ibemu-ctl-fuzz" 20000
+# The data channel on a control file of the fuzzer's own (ibemud holds its
+# own control file): OPEN_DATA, EBUSY for a second, EOF and ENODEV once
+# either file closes; bad completions and copies; closes racing its use.
+check "the data channel: its life, bad completions and copies, closes under use (fuzzed)" \
+  "$BUILD/bin/ibemu-ctl-fuzz" --data 20000
+# And on ibemud's control file itself, borrowed with pidfd_getfd: a channel
+# opens (the daemon holds none yet), or EBUSY once the daemon holds one.
+daemon_data_channel() {
+  pid=$($UNSANITIZED pgrep -o -x ibemud) || { echo "no ibemud"; return 1; }
+  "$BUILD/bin/ibemu-ctl-fuzz" --daemon "$pid"
+}
+check "ibemud's control file takes IBEMU_IOC_OPEN_DATA" daemon_data_channel
 
 check "the daemon stopping turns the ports DOWN" sh -c \
   "$SRC/scripts/kernel-node.sh down && sleep 1 && cat /sys/class/infiniband/ibemu0/ports/1/state | grep -q DOWN"
