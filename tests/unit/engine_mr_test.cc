@@ -46,6 +46,26 @@ TEST(EngineMr, GivenIovaDifferentFromAddressExpectTranslation) {
             MrCheck::kOutOfBounds);
 }
 
+TEST(EngineMr, GivenAKeyChosenByItsOwnerExpectTheRegionUnderItAndItsIndexTakenOnce) {
+  // ibemu.ko numbers kernel MRs itself: a DMA MR spans all addresses and
+  // does not count against the byte limit.
+  MrTable mrs;
+  mrs.set_limits(8, 4096);
+  std::vector<uint8_t> buf(64);
+  ASSERT_EQ(mrs.add_with_key(0x1200, kPd, nullptr, 0, UINT64_MAX, kAccessLocalWrite, nullptr), 0);
+  uint8_t* p = nullptr;
+  EXPECT_EQ(mrs.local(0x1200, kPd, addr_of(buf.data()), 64, kAccessLocalWrite, &p), MrCheck::kOk);
+  EXPECT_EQ(p, buf.data());
+  EXPECT_EQ(mrs.local(0x1200, kOtherPd, addr_of(buf.data()), 64, kAccessLocalWrite, &p),
+            MrCheck::kBadPd);
+  EXPECT_EQ(mrs.add_with_key(0x1234, kPd, nullptr, 0, 64, 0, nullptr), EEXIST);
+  EXPECT_EQ(mrs.add_with_key(0x00ff, kPd, nullptr, 0, 64, 0, nullptr), EINVAL);
+  // The limit of 4096 bytes still admits an ordinary region.
+  EXPECT_NE(mrs.add(kPd, buf.data(), addr_of(buf.data()), buf.size(), 0), 0u);
+  EXPECT_EQ(mrs.remove(0x1200), 0);
+  EXPECT_EQ(mrs.add_with_key(0x1234, kPd, nullptr, 0, 64, 0, nullptr), 0);
+}
+
 TEST(EngineMr, GivenKeysExpectDistinctNonZeroAndLkeyEqualsRkey) {
   MrTable mrs;
   std::vector<uint8_t> buf(16);

@@ -20,6 +20,18 @@ uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length
   return key;
 }
 
+int MrTable::add_with_key(uint32_t key, uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length,
+                          uint32_t access, std::shared_ptr<DeviceMemory> device) {
+  if (key >> 8 == 0) return EINVAL;
+  std::unique_lock lock(mutex_);
+  if (full(0)) return ENOMEM;
+  if (!indices_.insert(key >> 8).second) return EEXIST;
+  MemoryRegion& mr = regions_[key];
+  mr = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
+  mr.counts_bytes = false;
+  return 0;
+}
+
 void MrTable::set_limits(size_t objects, uint64_t bytes) {
   std::unique_lock lock(mutex_);
   max_objects_ = objects;
@@ -54,7 +66,7 @@ int MrTable::remove(uint32_t key, MemoryRegion* removed) {
     if (it->second.bound_windows) return EBUSY;
     if (removed) *removed = it->second;
     in_flight = it->second.in_flight;
-    registered_bytes_ -= it->second.length;
+    if (it->second.counts_bytes) registered_bytes_ -= it->second.length;
     indices_.erase(key >> 8);
     regions_.erase(it);
   }
@@ -71,6 +83,7 @@ bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, con
   if (it == regions_.end()) return false;
   MemoryRegion& mr = it->second;
   if (mr.bound_windows) return false;  // windows translate through it
+  if (length && !mr.counts_bytes) return false;
   if (length && max_bytes_ && registered_bytes_ - mr.length + *length > max_bytes_) return false;
   if (pd) mr.pd = *pd;
   if (addr) mr.addr = *addr;
@@ -105,7 +118,10 @@ MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uin
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mr.access & need) != need) return MrCheck::kNoAccess;
-  *out = MemorySpan{mr.addr + (va - mr.iova), mr.device.get(), mr.in_flight.get()};
+  // In integers: a device region's address may be a number with no object
+  // behind it here (a kernel DMA MR's base is 0).
+  auto* at = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(mr.addr) + (va - mr.iova));
+  *out = MemorySpan{at, mr.device.get(), mr.in_flight.get()};
   return MrCheck::kOk;
 }
 

@@ -30,6 +30,7 @@ struct MemoryRegion {
   std::shared_ptr<DeviceMemory> device;  // set for GPU memory: accessed by copies
   // Spans onto the region that are in use (MemorySpan); removal waits for 0.
   std::shared_ptr<std::atomic<uint32_t>> in_flight = std::make_shared<std::atomic<uint32_t>>(0);
+  bool counts_bytes = true;  // against the byte limit (add_with_key's do not)
 };
 
 /// A memory window (IBA 10.6.7): a remote key onto part of a region, bound
@@ -69,6 +70,12 @@ class MrTable {
   /// With `device`, `addr` is an address on that device.
   uint32_t add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length, uint32_t access,
                std::shared_ptr<DeviceMemory> device = nullptr);
+  /// Registers a region under a key its owner chose (ibemu.ko numbers
+  /// kernel consumers' MRs itself): 0, EEXIST (the key's index is taken),
+  /// EINVAL (key 0) or ENOMEM (a limit). Its length does not count against
+  /// the byte limit: a kernel DMA MR spans the whole address space.
+  int add_with_key(uint32_t key, uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length,
+                   uint32_t access, std::shared_ptr<DeviceMemory> device);
   /// 0, EINVAL (no such region) or EBUSY (windows are bound to it); the
   /// region removed is copied to `removed` when given. Returns once no
   /// access through the region is in flight: the memory may go after it.
