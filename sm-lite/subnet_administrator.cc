@@ -24,6 +24,21 @@ constexpr uint16_t kDefaultPkey = 0xffff;
 constexpr uint16_t kFirstMlid = 0xc000;  // IBA 4.1: multicast LIDs 0xC000-0xFFFE
 constexpr uint16_t kLastMlid = 0xfffe;
 
+// The IPoIB broadcast group of a partition (RFC 4391 section 4:
+// ff1S:401b:PPPP::ffff:ffff, the partition's P_Key in bytes 4-5) is the
+// SM's to define: IPoIB joins it naming only MGID, P_Key and JoinState and
+// takes its MTU and Q_Key from the answer. OpenSM defines one per partition
+// with these parameters (Q_Key 0x0B1B, MTU 2048, SL 0); this SA creates it
+// at its first join.
+constexpr uint32_t kIpoibQkey = 0x0b1b;
+constexpr uint8_t kIpoibMtu = 4;  // IBA enum: 2048 bytes
+
+bool is_ipoib_broadcast(const uint8_t* mgid) {
+  static constexpr uint8_t kTail[10] = {0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  return mgid[0] == 0xff && (mgid[1] & 0xf0) == 0x10 && mgid[2] == 0x40 && mgid[3] == 0x1b &&
+         std::memcmp(mgid + 6, kTail, sizeof(kTail)) == 0;
+}
+
 // IBA 15.2.5.16 Rate: the enum for a link's Gb/s, or the largest below it.
 uint8_t rate_enum(double gbps) {
   static const std::pair<double, uint8_t> kRates[] = {
@@ -271,6 +286,15 @@ SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records*
   if (named && q.mgid()[0] != 0xff) return SaStatus::kInvalidGid;
 
   auto it = named ? groups_.find(to_gid(q.mgid())) : groups_.end();
+  const bool ipoib_broadcast = named && it == groups_.end() && is_ipoib_broadcast(q.mgid());
+  if (ipoib_broadcast) {
+    q.set_qkey(kIpoibQkey);
+    q.set_pkey(uint16_t(q.mgid()[4] << 8 | q.mgid()[5]));
+    q.set_sl(0);
+    q.set_flow_label(0);
+    q.set_tclass(0);
+    mask |= mm::kQkey | mm::kPkey | mm::kSl | mm::kFlowLabel | mm::kTclass;
+  }
   if (it == groups_.end()) {
     // C15-0.2.3: creating a group takes its defining components, and only a
     // full member creates.
@@ -285,7 +309,7 @@ SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records*
     std::memcpy(g.record.mgid(), mgid.data(), 16);
     g.record.set_mlid(mlid);
     g.record.set_mtu_selector(kSelectorExactly);
-    g.record.set_mtu(port->mtu);
+    g.record.set_mtu(ipoib_broadcast ? std::min(port->mtu, kIpoibMtu) : port->mtu);
     g.record.set_rate_selector(kSelectorExactly);
     g.record.set_rate(port->rate);
     g.record.set_packet_life_time_selector(kSelectorExactly);

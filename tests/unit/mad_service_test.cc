@@ -379,6 +379,37 @@ TEST_F(SaTest, JoinErrors) {
   EXPECT_EQ(r[mad::kSaDataOffset], 0xff);
 }
 
+TEST_F(SaTest, GivenIpoibsBroadcastJoinNamingOnlyMgidAndPkeyExpectTheGroupIpoibExpects) {
+  // IPoIB joins its partition's broadcast group without the components that
+  // create a group (the SM defines it, RFC 4391) and takes Q_Key and MTU
+  // from the answer.
+  auto a = member(kClientPort, 0xff);
+  const uint8_t mgid[16] = {0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0,    0,
+                            0,    0,    0,    0,    0xff, 0xff, 0xff, 0xff};
+  std::memcpy(a.mgid(), mgid, 16);
+  a.set_qkey(0);
+  const uint64_t ipoib_mask = mad::mcmember_mask::kMgid | mad::mcmember_mask::kPortGid |
+                              mad::mcmember_mask::kPkey | mad::mcmember_mask::kJoinState;
+  auto r = ask(Method::kSet, SaAttr::kMcMemberRecord, ipoib_mask, a.bytes.data(), 52);
+  ASSERT_EQ(status(r), 0);
+  mad::McMemberRecord g;
+  std::memcpy(g.bytes.data(), r.data() + mad::kSaDataOffset, 52);
+  EXPECT_EQ(g.qkey(), 0x0b1bu);
+  EXPECT_EQ(g.pkey(), 0xffff);
+  EXPECT_EQ(g.mtu(), 4);  // 2048, as OpenSM defines it, below the ports' 4096
+  EXPECT_GE(g.mlid(), 0xc000);
+  // The other port joins the same group.
+  auto b = a;
+  mad::store_be64(b.port_gid() + 8, subnet_.port(kSmPort).port_guid);
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, ipoib_mask, b.bytes.data(), 52, kSmPort);
+  ASSERT_EQ(status(r), 0);
+  EXPECT_EQ(mad::load_be16(r.data() + mad::kSaDataOffset + 36), g.mlid());
+  // Any other group still needs its creating components.
+  a.mgid()[3] = 0x1c;
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, ipoib_mask, a.bytes.data(), 52);
+  EXPECT_EQ(status(r), uint16_t(mad::SaStatus::kInsufficientComponents));
+}
+
 TEST_F(SaTest, NodeRecordsOnePerCaPortAndSwitch) {
   auto r = ask(Method::kGetTable, SaAttr::kNodeRecord, 0, nullptr, 0);
   ASSERT_EQ(status(r), 0);
