@@ -95,6 +95,7 @@ void Daemon::start() {
     chmod(paths_.socket().c_str(), 0666);
   }
   server_.start();
+  if (kernel_mode) start_kernel_plane();
   start_fabric();
   apply_configured_faults();
   log_info("ibemud {} serving {} device(s) on {}", getpid(), config_.devices.size(),
@@ -105,6 +106,8 @@ void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
   server_.stop();
+  // After the server: the plane's requests in flight end with its sessions.
+  if (kernel_plane_) kernel_plane_->stop();
   status_timer_.cancel();
   // After the server: a request of the fabric's receive thread in flight
   // ends with its session.
@@ -181,6 +184,7 @@ Json Daemon::on_request(SessionInfo& s, const Json& req, std::vector<int>& fds_i
     if (op == "fault_nak") return do_forced_nak(req);
     if (op == "ip_addresses") return do_ip_addresses();
     if (op == "resolve_ip") return do_resolve_ip(req);
+    if (op == "kernel_plane") return do_kernel_plane(s, req);
     if (op == "cm_bind" || op == "cm_unbind") return do_cm_bind(s, req, op == "cm_bind");
     if (op == "shutdown") return do_shutdown();
     return error_reply(EOPNOTSUPP, "unknown op '" + op + "'");
@@ -280,15 +284,7 @@ Json Daemon::do_devices() {
 Json Daemon::status_reply() {
   Json reply = do_devices();
   reply["fabric"] = fabric_status();
-  reply["kernel"] = {{"registered", kernel_.active()},
-                     {"process_mad", kernel_.counters().process_mad},
-                     {"mads_sent", kernel_.counters().mads_sent},
-                     {"mads_received", kernel_.counters().mads_received},
-                     {"data_channel",
-                      {{"open", kernel_.data_channel().active()},
-                       {"batches", kernel_.data_channel().counters().batches.load()},
-                       {"records", kernel_.data_channel().counters().records.load()},
-                       {"malformed", kernel_.data_channel().counters().malformed.load()}}}};
+  reply["kernel"] = kernel_status();
   for (auto& dev : reply["devices"]) {
     int d = dev["index"].get<int>();
     Json ports = Json::array();

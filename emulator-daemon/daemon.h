@@ -15,6 +15,7 @@
 #include "emulator-daemon/fabric_link.h"
 #include "emulator-daemon/ip_addresses.h"
 #include "emulator-daemon/kernel_bridge.h"
+#include "emulator-daemon/kernel_plane.h"
 #include "emulator-daemon/multicast_groups.h"
 #include "emulator-daemon/performance_agent.h"
 #include "emulator-daemon/port_counter_registry.h"
@@ -102,6 +103,10 @@ class Daemon : public RequestHandler {
   Json do_ip_addresses();
   Json do_resolve_ip(const Json& req);
   Json do_cm_bind(SessionInfo& s, const Json& req, bool bind);
+  // Kernel mode's data plane (daemon_kernel.cc).
+  void start_kernel_plane();
+  Json do_kernel_plane(SessionInfo& s, const Json& req);
+  Json kernel_status() const;
   Json cm_status() const;
   std::array<uint8_t, 16> port_gid(PortRef port) const;
   Json address_announcement() const;
@@ -143,6 +148,7 @@ class Daemon : public RequestHandler {
   IpAddresses ip_addresses_;
   CmPortSpace cm_ports_;
   KernelBridge kernel_;
+  std::unique_ptr<KernelPlane> kernel_plane_;
   std::map<SessionId, Client> clients_;
   std::map<std::pair<int, int>, LinkFaultView> faults_;  // links with faults set
   std::vector<ForcedNakView> forced_naks_;               // ibemu fault nak

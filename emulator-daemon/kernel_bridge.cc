@@ -19,11 +19,6 @@ namespace ibemu {
 
 namespace {
 
-// The QPNs ibemu.ko numbers kernel consumers' QPs from: the top of the QPN
-// space, up to but not including the multicast QPN.
-constexpr uint32_t kKernelQpnFirst = 0xf00000;
-constexpr uint32_t kKernelQpnCount = IBEMU_CTL_MULTICAST_QPN - kKernelQpnFirst;
-
 void copy_name(char (&to)[IBEMU_CTL_NAME_MAX], const std::string& from) {
   std::strncpy(to, from.c_str(), sizeof(to) - 1);
 }
@@ -59,19 +54,12 @@ bool KernelBridge::start(const std::string& path, Answer answer, Send send, SetI
   do_read();
   log_info("kernel mode: {} device(s) registered with ib_core through {}", config_.devices.size(),
            path);
-  open_data_channel();
   return true;
 }
 
-void KernelBridge::open_data_channel() {
-  // Nothing in the module queues records yet: kernel consumers' QPs are the
-  // next step (docs/design/kernel-consumers.md). A record now is the
-  // module's bug, and said so.
-  const int err = data_.open(fd_.native_handle(), [](const ibemu_data_hdr& hdr, const uint8_t*) {
-    log_error("kernel data channel: record type {} before the daemon handles any", hdr.type);
-  });
-  if (err)
-    log_info("kernel mode: no data channel ({}): kernel consumers get no QPs", std::strerror(err));
+int KernelBridge::open_data_channel(KernelDataChannel::Handler handler) {
+  static_assert(kKernelQpnFirst + kKernelQpnCount == IBEMU_CTL_MULTICAST_QPN);
+  return data_.open(fd_.native_handle(), std::move(handler));
 }
 
 void KernelBridge::stop() {

@@ -56,12 +56,21 @@ class KernelBridge {
                    const uint8_t* mad, size_t len);
 
   const KernelBridgeCounters& counters() const { return counters_; }
-  /// The data channel kernel consumers' QPs will use (kernel_data_channel.h).
+  /// The QPNs ibemu.ko numbers kernel consumers' QPs from: the top of the
+  /// QPN space, up to but not including the multicast QPN.
+  static constexpr uint32_t kKernelQpnFirst = 0xf00000;
+  static constexpr uint32_t kKernelQpnCount = 0xffffff - kKernelQpnFirst;
+
+  /// The data channel kernel consumers' QPs use (kernel_data_channel.h).
+  KernelDataChannel& data_channel() { return data_; }
   const KernelDataChannel& data_channel() const { return data_; }
+  /// Opens it, handing each record to `handler` on the channel's thread
+  /// (the kernel plane's, once its engines are up). 0 or an errno
+  /// (ENOTTY: a module without the data channel).
+  int open_data_channel(KernelDataChannel::Handler handler);
 
  private:
   void add_device(int index);
-  void open_data_channel();
   /// Writes one message; the module answers at once (errno on failure).
   int write_message(const void* msg, size_t len);
   void do_read();

@@ -36,15 +36,51 @@ void KernelDataChannel::start(int data_fd, Handler handler) {
   reader_ = std::thread([this] { read_loop(); });
 }
 
-void KernelDataChannel::stop() {
+void KernelDataChannel::halt_reader() {
   if (reader_.joinable()) {
     const uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof one);
     reader_.join();
   }
+}
+
+void KernelDataChannel::stop() {
+  halt_reader();
   if (data_fd_ >= 0) ::close(data_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   data_fd_ = wake_fd_ = -1;
+}
+
+int KernelDataChannel::complete(const void* records, size_t len) {
+  ibemu_data_complete arg{};
+  arg.records = reinterpret_cast<uintptr_t>(records);
+  arg.length = static_cast<uint32_t>(len);
+  if (len > IBEMU_DATA_MAX_BATCH || ibemu_data_batch_valid(records, len, IBEMU_DATA_TO_MODULE)) {
+    log_error("kernel data channel: the daemon built a malformed batch of completions");
+    return EINVAL;
+  }
+  if (::ioctl(data_fd_, IBEMU_IOC_COMPLETE, &arg) != 0) return errno;
+  for (size_t at = 0; at < len;) {
+    ibemu_data_hdr hdr;
+    std::memcpy(&hdr, static_cast<const uint8_t*>(records) + at, sizeof hdr);
+    counters_.completions++;
+    at += hdr.length;
+  }
+  return 0;
+}
+
+int KernelDataChannel::copy(const ibemu_data_copy_segment* segments, uint32_t count) {
+  ibemu_data_copy arg{};
+  arg.segments = reinterpret_cast<uintptr_t>(segments);
+  arg.count = count;
+  counters_.copies++;
+  const long moved = ::ioctl(data_fd_, IBEMU_IOC_COPY, &arg);
+  if (moved < 0) {
+    counters_.copy_errors++;
+    return errno;
+  }
+  counters_.copy_bytes += uint64_t(moved);
+  return 0;
 }
 
 void KernelDataChannel::read_loop() {

@@ -17,9 +17,13 @@
 namespace ibemu {
 
 struct KernelDataCounters {
-  std::atomic<uint64_t> batches{0};    // read()s that returned records
-  std::atomic<uint64_t> records{0};    // well-formed records handed on
-  std::atomic<uint64_t> malformed{0};  // batches the checks refused (the module's bug)
+  std::atomic<uint64_t> batches{0};      // read()s that returned records
+  std::atomic<uint64_t> records{0};      // well-formed records handed on
+  std::atomic<uint64_t> malformed{0};    // batches the checks refused (the module's bug)
+  std::atomic<uint64_t> completions{0};  // CQE and EVENT records handed back
+  std::atomic<uint64_t> copies{0};       // IBEMU_IOC_COPY calls
+  std::atomic<uint64_t> copy_bytes{0};   // payload they moved
+  std::atomic<uint64_t> copy_errors{0};  // calls the module refused
 };
 
 class KernelDataChannel {
@@ -41,7 +45,17 @@ class KernelDataChannel {
   void start(int data_fd, Handler handler);
   /// Stops the reader and closes the data fd, which ends the channel.
   void stop();
+  /// Stops the reader only: no record is handed on after it returns, while
+  /// complete() and copy() still work (the plane drains its engines).
+  void halt_reader();
   bool active() const { return data_fd_ >= 0; }
+
+  /// IBEMU_IOC_COMPLETE: hands the module a batch of CQE and EVENT records
+  /// (at most IBEMU_DATA_MAX_BATCH bytes). 0 or an errno. Any thread.
+  int complete(const void* records, size_t len);
+  /// IBEMU_IOC_COPY: moves payload between kernel memory and this process.
+  /// 0, or the errno of the first segment that failed. Any thread.
+  int copy(const ibemu_data_copy_segment* segments, uint32_t count);
 
   const KernelDataCounters& counters() const { return counters_; }
 

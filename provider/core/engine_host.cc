@@ -111,6 +111,11 @@ void EngineHost::stop_progress() noexcept {
   }
 }
 
+void EngineHost::leave_daemon() noexcept {
+  stop_progress();
+  daemon_.close();
+}
+
 void EngineHost::watch_daemon() noexcept {
   if (daemon_lost_) return;
   pollfd pfd{daemon_.fd(), 0, 0};

@@ -45,6 +45,10 @@ class EngineHost : public engine::PortTable {
   /// members go, since the thread calls its hooks.
   void stop_progress() noexcept;
 
+  /// Stops the progress thread and closes the daemon session without a
+  /// goodbye: for a host inside the daemon, which stops with it.
+  void leave_daemon() noexcept;
+
   engine::PortAddress port(uint8_t port_num) const noexcept override;
   uint32_t pkey_generation() const noexcept override {
     return page_->pkey_generation.load(std::memory_order_acquire);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "transport/engine/snapshot.h"
@@ -26,13 +27,19 @@ class CompletionQueue {
   bool push(const Completion& c, bool solicited);
   int poll(int max, Completion* out);
   /// Polls up to `max` completions, handing each to `fn` under the lock:
-  /// the caller converts them in place, with no intermediate copy.
+  /// the caller converts them in place, with no intermediate copy. An `fn`
+  /// of two arguments also gets whether the completion would fire an arming
+  /// for solicited completions (solicited, or an error).
   template <typename Fn>
   int poll_each(int max, Fn&& fn) {
     std::lock_guard lock(mutex_);
     int n = 0;
     for (; n < max && count_; ++n) {
-      fn(ring_[head_].completion);
+      const Entry& e = ring_[head_];
+      if constexpr (std::is_invocable_v<Fn, const Completion&, bool>)
+        fn(e.completion, e.wakes_solicited);
+      else
+        fn(e.completion);
       pop_head();
     }
     return n;

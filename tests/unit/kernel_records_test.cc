@@ -1,0 +1,176 @@
+// Kernel mode: the data channel's records as the engine's WQEs, attributes
+// and completions, and back (emulator-daemon/kernel_records.h). Records
+// built here are checked by the module's own validators, as the daemon's
+// reader and the module check them.
+#include "emulator-daemon/kernel_records.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernel/ibemu_ctl_validate.h"
+
+namespace ibemu {
+namespace {
+
+using engine::QpState;
+using engine::WcOpcode;
+using engine::WcStatus;
+using engine::WrOpcode;
+
+ibemu_data_send_wqe ud_send() {
+  ibemu_data_send_wqe r{};
+  r.hdr.type = IBEMU_DATA_SEND_WQE;
+  r.token = 0x1234567890;
+  r.qpn = 0xf00001;
+  r.flags = IBEMU_DATA_SEND_SIGNALED | IBEMU_DATA_SEND_SOLICITED;
+  r.opcode = IBEMU_DATA_WR_SEND_WITH_IMM;
+  r.imm_or_rkey = 0x01020304;
+  r.remote_qpn = 0x000011;
+  r.remote_qkey = 0x80010000;
+  r.av.dlid = 0xc001;
+  r.av.port = 1;
+  r.av.sl = 3;
+  r.av.is_global = 1;
+  r.av.dgid[0] = 0xff;
+  r.av.hop_limit = 1;
+  r.num_sge = 2;
+  r.sge[0] = {0xffff888000001000, 2044, 0x100};
+  r.sge[1] = {0xffff888000002000, 4, 0x100};
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(r.num_sge, 0));
+  return r;
+}
+
+TEST(KernelRecords, GivenAUdSendWithImmediateExpectTheEngineWqeToCarryEveryField) {
+  const ibemu_data_send_wqe r = ud_send();
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  ASSERT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  EXPECT_EQ(w.wr_id, r.token);
+  EXPECT_EQ(w.opcode, WrOpcode::kSendWithImm);
+  EXPECT_EQ(w.flags, engine::kSendSignaled | engine::kSendSolicited);
+  EXPECT_EQ(w.imm_or_rkey, 0x01020304u);
+  EXPECT_EQ(w.remote_qpn, 0x000011u);
+  EXPECT_EQ(w.remote_qkey, 0x80010000u);
+  EXPECT_EQ(w.av.dlid, 0xc001);
+  EXPECT_EQ(w.av.port_num, 1);
+  EXPECT_EQ(w.av.sl, 3);
+  EXPECT_TRUE(w.av.is_global);
+  EXPECT_EQ(w.av.dgid[0], 0xff);
+  ASSERT_EQ(w.num_sge, 2);
+  EXPECT_EQ(w.sge[0].addr, 0xffff888000001000u);
+  EXPECT_EQ(w.sge[0].length, 2044u);
+  EXPECT_EQ(w.sge[1].lkey, 0x100u);
+}
+
+TEST(KernelRecords, GivenAnInlineSendExpectOneSgeOntoTheRecordsOwnBytes) {
+  ibemu_data_send_wqe r = ud_send();
+  r.num_sge = 0;
+  std::memset(r.sge, 0, sizeof(r.sge));  // the padding after inline bytes is zero
+  r.flags |= IBEMU_DATA_SEND_INLINE;
+  r.inline_len = 5;
+  std::memcpy(r.inline_data, "hello", 5);
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(0, r.inline_len));
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  ASSERT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  ASSERT_EQ(w.num_sge, 1);
+  EXPECT_EQ(w.sge[0].length, 5u);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(w.sge[0].addr), "hello", 5), 0);
+  EXPECT_TRUE(w.flags & engine::kSendInline);
+}
+
+TEST(KernelRecords, GivenMoreSgesThanTheEngineTakesExpectEinval) {
+  // The ABI allows 32; the device advertises the engine's 16.
+  ibemu_data_send_wqe r = ud_send();
+  r.num_sge = engine::DeviceLimits::kMaxSge + 1;
+  engine::SendWqe w;
+  EXPECT_EQ(kernel_records::to_send_wqe(r, &w), EINVAL);
+  ibemu_data_recv_wqe rr{};
+  rr.num_sge = engine::DeviceLimits::kMaxSge + 1;
+  engine::RecvWqe rw;
+  EXPECT_EQ(kernel_records::to_recv_wqe(rr, &rw), EINVAL);
+}
+
+TEST(KernelRecords, GivenAReceiveExpectTokenAndSges) {
+  ibemu_data_recv_wqe r{};
+  r.hdr.type = IBEMU_DATA_RECV_WQE;
+  r.token = 77;
+  r.qpn = 0xf00002;
+  r.num_sge = 1;
+  r.sge[0] = {0xffff888000003000, 4096 + 40, 0x200};
+  r.hdr.length = uint16_t(ibemu_data_recv_wqe_length(1));
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::RecvWqe w;
+  ASSERT_EQ(kernel_records::to_recv_wqe(r, &w), 0);
+  EXPECT_EQ(w.wr_id, 77u);
+  ASSERT_EQ(w.num_sge, 1);
+  EXPECT_EQ(w.sge[0].length, 4136u);
+}
+
+TEST(KernelRecords, GivenAModifyToRtsExpectTheEngineAttributesAndMask) {
+  ibemu_data_modify_qp m{};
+  m.hdr = {IBEMU_DATA_MODIFY_QP, sizeof(m), 0, {}};
+  m.qpn = 0xf00001;
+  m.attr_mask = IBEMU_DATA_QP_STATE | IBEMU_DATA_QP_SQ_PSN | IBEMU_DATA_QP_PATH_MIG_STATE;
+  m.modify_seq = 3;
+  m.qp_state = uint8_t(QpState::kRts);
+  m.sq_psn = 0xabcdef;
+  m.qkey = 0x0b1b;
+  m.pkey_index = 2;
+  m.port = 1;
+  engine::QpAttr a;
+  uint32_t mask = 0;
+  kernel_records::to_qp_attr(m, &a, &mask);
+  // Path migration has only the one path here: nothing for the engine.
+  EXPECT_EQ(mask, uint32_t(engine::kQpState | engine::kQpSqPsn));
+  EXPECT_EQ(a.qp_state, QpState::kRts);
+  EXPECT_EQ(a.sq_psn, 0xabcdefu);
+  EXPECT_EQ(a.qkey, 0x0b1bu);
+  EXPECT_EQ(a.pkey_index, 2);
+  EXPECT_EQ(a.port_num, 1);
+}
+
+TEST(KernelRecords, GivenAReceiveCompletionExpectACqeTheModuleAccepts) {
+  engine::Completion c;
+  c.wr_id = 0xfeedface;
+  c.status = WcStatus::kSuccess;
+  c.opcode = WcOpcode::kRecv;
+  c.byte_len = 2048;
+  c.imm_data = 0x0a0b0c0d;
+  c.qp_num = 0xf00001;
+  c.src_qp = 0x11;
+  c.wc_flags = engine::kWcGrh | engine::kWcWithImm;
+  c.slid = 2;
+  c.sl = 3;
+  c.pkey_index = 1;
+  const ibemu_data_cqe r = kernel_records::to_cqe(c, 9, true, 1);
+  EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(r.hdr.index, 1);
+  EXPECT_EQ(r.token, 0xfeedfaceu);
+  EXPECT_EQ(r.cq, 9u);
+  EXPECT_EQ(r.opcode, IBEMU_DATA_WC_RECV);
+  EXPECT_EQ(r.flags, uint32_t(IBEMU_DATA_WC_GRH | IBEMU_DATA_WC_WITH_IMM));
+  EXPECT_EQ(r.src_qp, 0x11u);
+  EXPECT_EQ(r.slid, 2);
+  EXPECT_EQ(r.solicited, 1);
+}
+
+TEST(KernelRecords, GivenAnErrorCompletionAndTheQpsNewStateExpectRecordsTheModuleAccepts) {
+  engine::Completion c;
+  c.wr_id = 1;
+  c.status = WcStatus::kLocQpOpErr;
+  c.opcode = WcOpcode::kSend;
+  c.qp_num = 0xf00003;
+  const ibemu_data_cqe cqe = kernel_records::to_cqe(c, 4, false, 0);
+  EXPECT_EQ(ibemu_data_record_valid(&cqe, sizeof cqe, IBEMU_DATA_TO_MODULE), 0);
+  const ibemu_data_event e =
+      kernel_records::qp_event(0, 0xf00003, IBEMU_DATA_EVENT_QP_STATE, QpState::kSqe, 5);
+  EXPECT_EQ(ibemu_data_record_valid(&e, sizeof e, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(e.object, IBEMU_DATA_EVENT_ON_QP);
+  EXPECT_EQ(e.qp_state, uint8_t(QpState::kSqe));
+  EXPECT_EQ(e.modify_seq, 5u);
+}
+
+}  // namespace
+}  // namespace ibemu
