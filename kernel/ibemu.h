@@ -14,6 +14,8 @@
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
 #include <linux/spinlock.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
 
 #include "ibemu_abi.h"
@@ -49,6 +51,34 @@ struct ibemu_dev {
 	struct ibemu_qp *mad_qp[IBEMU_CTL_MAX_PORTS][2];
 	/* Index part (bits 8-31) of the keys of kernel consumers' MRs. */
 	struct ida mr_indexes;
+	/*
+	 * Kernel consumers' objects the daemon's engine mirrors (ibemu_cq.c,
+	 * ibemu_kqp.c, DMA MRs in ibemu_verbs.c). obj_mutex is held by the
+	 * verbs that create, change or destroy them while they queue their
+	 * commands, and by a channel's attach from before it publishes
+	 * dev->chan to the end of its replay, so that each object is
+	 * announced to a channel exactly once. Lists under obj_mutex.
+	 */
+	struct mutex obj_mutex;
+	struct ida pd_numbers;
+	struct ida cq_handles;
+	struct list_head kcqs;
+	struct list_head kqps;
+	struct list_head dma_mrs;
+	/* MR handle (key >> 8) -> struct ibemu_mr, read under RCU (COPY). */
+	struct xarray mrs;
+	/* QPN -> struct ibemu_kqp, cyclic over the kernel QPN block; read
+	 * under RCU by COMPLETE, changed under obj_mutex. */
+	struct idr qpns;
+	/* Async events of kernel objects, in order, out of the daemon's
+	 * thread (a ULP's handler must not run there). */
+	struct workqueue_struct *event_wq;
+	/* A channel ended and channel_lost() has not run yet: under
+	 * obj_mutex (set under ibemu_devices_mutex too). */
+	bool lost_pending;
+	/* Records the daemon named that no longer exist (stale tokens,
+	 * destroyed QPs): counted, never acted on. */
+	atomic_t dropped_records;
 	/* The control file driving it and its index there; under ibemu_ctl_lock. */
 	struct ibemu_ctl_file *owner;
 	u8 owner_index;
@@ -62,13 +92,42 @@ struct ibemu_dev {
 	u8 chan_index;
 };
 
+enum ibemu_cq_arm {
+	IBEMU_CQ_ARM_NONE,
+	IBEMU_CQ_ARM_NEXT,
+	IBEMU_CQ_ARM_SOLICITED,
+};
+
 struct ibemu_cq {
 	struct ib_cq ibcq;
 	spinlock_t lock;
 	bool user; /* a verbs program's CQ: the provider holds its entries */
-	bool armed;
+	/* The rest is a kernel CQ's. Under lock: */
+	u8 arm; /* enum ibemu_cq_arm */
+	bool overrun;
 	u32 size, head, count;
-	struct ib_wc *wcs; /* kernel CQs only */
+	struct ib_wc *wcs;
+	/* The engine's name for it, never 0. */
+	u32 handle;
+	struct ibemu_dev *dev;
+	struct list_head node; /* dev->kcqs */
+	/* On a COMPLETE batch's list of CQs whose handler is due (under
+	 * the channel's complete_mutex). */
+	struct list_head fire_node;
+	bool fire;
+	struct work_struct err_work; /* IB_EVENT_CQ_ERR, on an overrun */
+	struct ibemu_data_cmd *destroy_cmd;
+};
+
+/* A kernel consumer's DMA MR (get_dma_mr): every direct-mapped address. */
+struct ibemu_mr {
+	struct ib_mr ibmr;
+	struct ibemu_dev *dev;
+	u32 pd;
+	u32 access; /* IBEMU_DATA_ACCESS_* */
+	struct list_head node; /* dev's DMA MRs, for the replay */
+	struct ibemu_data_cmd *dereg_cmd;
+	struct rcu_head rcu;
 };
 
 struct ibemu_recv_wqe {
@@ -77,9 +136,13 @@ struct ibemu_recv_wqe {
 	struct ib_sge sge[IBEMU_MAD_QP_MAX_SGE];
 };
 
-/* A kernel QP0 or QP1 of one port (the only kernel QPs there are). */
+struct ibemu_kqp;
+
+/* A kernel QP: QP0 or QP1 of one port (the fields below), or a QP the
+ * daemon's engine carries out (kqp, ibemu_kqp.c). */
 struct ibemu_qp {
 	struct ib_qp ibqp;
+	struct ibemu_kqp *kqp;
 	struct ibemu_dev *dev;
 	u8 port;
 	spinlock_t lock;
@@ -90,9 +153,10 @@ struct ibemu_qp {
 	struct ibemu_recv_wqe *rq;
 };
 
-/* PDs and user contexts hold nothing of ibemu's: ib_core wants a type. */
+/* A PD is a number the engine's MRs and QPs carry (kernel consumers'). */
 struct ibemu_pd {
 	struct ib_pd ibpd;
+	u32 number; /* 0 for a program's PD */
 };
 
 struct ibemu_ucontext {
@@ -130,6 +194,11 @@ static inline struct ibemu_ah *to_ah(struct ib_ah *ibah)
 	return container_of(ibah, struct ibemu_ah, ibah);
 }
 
+static inline struct ibemu_pd *to_pd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct ibemu_pd, ibpd);
+}
+
 /* ibemu_device.c */
 extern struct mutex ibemu_devices_mutex;
 extern struct list_head ibemu_devices;
@@ -142,7 +211,53 @@ void ibemu_ports_down(struct ibemu_dev *dev);
 
 /* ibemu_verbs.c: the ops ib_core calls */
 extern const struct ib_device_ops ibemu_dev_ops;
+/* The limits kernel QPs and CQs get (what query_device reports). */
+u32 ibemu_max_qp_wr(const struct ibemu_dev *dev);
+u32 ibemu_max_sge(const struct ibemu_dev *dev);
+u32 ibemu_max_cqe(const struct ibemu_dev *dev);
+void ibemu_mr_replay(struct ibemu_dev *dev);
+long ibemu_mr_copy(struct ibemu_dev *dev,
+		   const struct ibemu_data_copy_segment *seg, void *bounce);
+
+/* ibemu_cq.c */
+int ibemu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		    IBEMU_CREATE_CQ_ARG);
+int ibemu_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int ibemu_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int ibemu_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+/* Adds a completion; true when the CQ's handler is due (the caller runs
+ * it with ibemu_cq_fire() once it holds no lock). Any context. */
+bool ibemu_cq_add(struct ibemu_cq *cq, const struct ib_wc *wc);
+/* The same for a completion that may be solicited (IBA 11.4.2.2). */
+bool ibemu_cq_add_solicited(struct ibemu_cq *cq, const struct ib_wc *wc,
+			    bool solicited);
+/* Runs the handler of a CQ ibemu_cq_add() said is due. */
+void ibemu_cq_fire(struct ibemu_cq *cq);
+/* ibemu_cq_add(), then the handler if due (the MAD QPs). */
 void ibemu_cq_push(struct ibemu_cq *cq, const struct ib_wc *wc);
+/* Drops the CQ's entries of a QP being destroyed. */
+void ibemu_cq_purge_qp(struct ibemu_cq *cq, struct ib_qp *qp);
+void ibemu_cq_replay(struct ibemu_dev *dev);
+
+/* ibemu_kqp.c: kernel consumers' RC, UC and UD QPs (UD only for now) */
+int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
+int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask);
+int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init);
+int ibemu_destroy_kqp(struct ib_qp *ibqp);
+int ibemu_post_kqp_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			const struct ib_send_wr **bad_wr);
+int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr);
+int ibemu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int ibemu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+/* The COMPLETE records of one device, in the daemon's thread under RCU;
+ * CQs whose handler is due go on `fire`. */
+void ibemu_kqp_cqe(struct ibemu_dev *dev, const struct ibemu_data_cqe *c,
+		   struct list_head *fire);
+void ibemu_kqp_event(struct ibemu_dev *dev, const struct ibemu_data_event *e);
+void ibemu_kqp_replay(struct ibemu_dev *dev);
+void ibemu_kqp_channel_lost(struct ibemu_dev *dev);
 
 /* ibemu_mad_qp.c */
 int ibemu_create_mad_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init);

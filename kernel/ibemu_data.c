@@ -79,6 +79,8 @@ struct ibemu_data_chan {
 	spinlock_t lock;
 	/* Under lock: */
 	bool dead;
+	/* A device's replay is under way: WQEs wait (see replay()). */
+	bool replaying;
 	struct list_head commands;
 	unsigned int counted; /* queued commands counted against the limit */
 	struct list_head doorbells; /* producers with records to deliver */
@@ -413,7 +415,7 @@ static ssize_t read_batch(struct ibemu_data_chan *chan, char __user *buf,
 	 * batch was taken. While commands stay behind, a WQE posted after
 	 * one of them would overtake it, so WQEs wait for the next batch.
 	 */
-	if (list_empty(&chan->commands))
+	if (list_empty(&chan->commands) && !chan->replaying)
 		wqe_bytes = stage_wqes(chan, len - cmd_bytes, &full);
 	if (!cmd_bytes && !wqe_bytes) {
 		/* Records dropped as malformed, if any, are done with. */
@@ -461,7 +463,8 @@ fault:
 static bool data_ready(struct ibemu_data_chan *chan)
 {
 	return READ_ONCE(chan->dead) || !list_empty_careful(&chan->commands) ||
-	       !list_empty_careful(&chan->doorbells);
+	       (!READ_ONCE(chan->replaying) &&
+		!list_empty_careful(&chan->doorbells));
 }
 
 /* Whole records only: a batch never splits one, and a buffer smaller than
@@ -501,7 +504,8 @@ static __poll_t data_poll(struct file *file, poll_table *wait)
 	spin_lock_irq(&chan->lock);
 	if (chan->dead)
 		mask = EPOLLIN | EPOLLRDNORM | EPOLLHUP; /* read() says EOF */
-	else if (!list_empty(&chan->commands) || !list_empty(&chan->doorbells))
+	else if (!list_empty(&chan->commands) ||
+		 (!chan->replaying && !list_empty(&chan->doorbells)))
 		mask = EPOLLIN | EPOLLRDNORM;
 	spin_unlock_irq(&chan->lock);
 	return mask;
@@ -510,15 +514,46 @@ static __poll_t data_poll(struct file *file, poll_table *wait)
 /* ---- ioctls: completions and copies ---- */
 
 /*
- * A checked batch of CQE and EVENT records. No CQ, QP or SRQ of a kernel
- * consumer is the engine's yet (step 1 adds them: design, section 6.2), so
- * every handle a record names is unknown: -ENOENT, and nothing the daemon
- * names is looked up.
+ * A checked batch of CQE and EVENT records (design, section 6.2), in the
+ * daemon's thread. Each names its device by the channel's index and its QP
+ * by QPN; what names no live object or WQE (a QP destroyed meanwhile, a
+ * WQE flushed by a RESET) is dropped and counted. Then the handlers of the
+ * CQs that became due run, with bottom halves disabled and no lock of the
+ * module held (RCU keeps the QPs and their CQs alive: their destroy waits
+ * for it).
  */
 static long apply_completions(struct ibemu_data_chan *chan, const void *buf,
 			      u32 len)
 {
-	return -ENOENT;
+	struct ibemu_dev *devs[IBEMU_CTL_MAX_DEVICES];
+	struct ibemu_cq *cq, *next;
+	LIST_HEAD(fire);
+	u32 at;
+
+	spin_lock_irq(&chan->lock);
+	memcpy(devs, chan->devs, sizeof(devs));
+	spin_unlock_irq(&chan->lock);
+
+	rcu_read_lock();
+	for (at = 0; at < len;) {
+		const struct ibemu_data_hdr *hdr = buf + at;
+		struct ibemu_dev *dev = devs[hdr->index];
+
+		at += hdr->length;
+		if (!dev)
+			continue;
+		if (hdr->type == IBEMU_DATA_CQE)
+			ibemu_kqp_cqe(dev, (const void *)hdr, &fire);
+		else
+			ibemu_kqp_event(dev, (const void *)hdr);
+	}
+	list_for_each_entry_safe(cq, next, &fire, fire_node) {
+		list_del_init(&cq->fire_node);
+		cq->fire = false;
+		ibemu_cq_fire(cq);
+	}
+	rcu_read_unlock();
+	return 0;
 }
 
 static long data_complete(struct ibemu_data_chan *chan,
@@ -548,14 +583,21 @@ static long data_complete(struct ibemu_data_chan *chan,
 }
 
 /*
- * One checked segment: the bytes moved or an errno. No kernel MR is the
- * engine's yet (DMA MRs come with step 1, FRWR MRs with step 3: design,
- * section 6.6), so every handle is unknown and no kernel memory is touched.
+ * One checked segment: the bytes moved or an errno. DMA MRs only (design,
+ * section 6.1); FRWR mappings come with step 3 (section 6.6).
  */
 static long copy_segment(struct ibemu_data_chan *chan,
-			 const struct ibemu_data_copy_segment *seg)
+			 const struct ibemu_data_copy_segment *seg,
+			 void *bounce)
 {
-	return -ENOENT;
+	struct ibemu_dev *dev;
+
+	spin_lock_irq(&chan->lock);
+	dev = chan->devs[seg->index];
+	spin_unlock_irq(&chan->lock);
+	if (!dev)
+		return -ENOENT;
+	return ibemu_mr_copy(dev, seg, bounce);
 }
 
 static long data_copy(struct ibemu_data_chan *chan,
@@ -564,12 +606,19 @@ static long data_copy(struct ibemu_data_chan *chan,
 	struct ibemu_data_copy_segment __user *segs;
 	struct ibemu_data_copy arg;
 	long moved = 0, err = 0;
+	void *bounce;
 	u32 i;
 
 	if (copy_from_user(&arg, uarg, sizeof(arg)))
 		return -EFAULT;
 	if (ibemu_data_copy_valid(&arg))
 		return -EINVAL;
+	/* Kernel memory goes through a page of the module's own: the
+	 * daemon's copies never check a ULP's objects against usercopy's
+	 * whitelists. */
+	bounce = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
 	segs = u64_to_user_ptr(arg.segments);
 	/* In order, up to the first that fails (ABI). */
 	for (i = 0; i < arg.count; i++) {
@@ -583,12 +632,13 @@ static long data_copy(struct ibemu_data_chan *chan,
 			err = -EINVAL;
 			break;
 		}
-		err = copy_segment(chan, &seg);
+		err = copy_segment(chan, &seg, bounce);
 		if (err < 0)
 			break;
 		moved += err;
 		err = 0;
 	}
+	kfree(bounce);
 	if (put_user(i, &uarg->done))
 		return -EFAULT;
 	return err ? err : moved;
@@ -615,33 +665,45 @@ static long data_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
  * Tells a channel that has just taken `dev` about every kernel object the
  * device has, as the commands (and WQEs) that re-create it in an empty
  * engine (design, section 6.8). The same path serves a daemon that starts
- * after the ULPs and one that restarts. Under ibemu_devices_mutex, right
- * after dev->chan is published. Its commands are submitted uncounted
- * (ibemu_data_cmd_submit): they are bounded by the objects that exist.
+ * after the ULPs and one that restarts. Its commands are submitted
+ * uncounted (ibemu_data_cmd_submit): they are bounded by the objects that
+ * exist.
  *
- * Nothing yet: no object of a kernel consumer is the engine's (QP0 and QP1
- * stay in the module). Steps 1 to 4 add, in this order: CQs; SRQs and
- * their posted receives; DMA MRs; FRWR MRs (free: registrations do not
- * survive); UD QPs driven from RESET to their state, with their receives;
- * RC and UC QPs in RESET. With them comes a per-device lock that the
- * create and destroy verbs hold while they change the device's objects and
- * queue their commands, and that is held here from before dev->chan is
- * published to the end of the replay: then an object created meanwhile is
- * announced exactly once, by the replay or by its own verb.
+ * Under dev->obj_mutex, which ibemu_data_attach() takes before it publishes
+ * dev->chan and holds to the end of the replay: the verbs that create,
+ * change or destroy objects hold it too, so each object is announced to the
+ * channel exactly once, by the replay or by its own verb. While it runs the
+ * channel delivers commands only (chan->replaying): a WQE posted meanwhile
+ * waits, so that it follows its QP's replayed commands, and receives that
+ * the replay posts again are never delivered twice.
+ *
+ * In order: CQs, DMA MRs, UD QPs driven from RESET to their state with
+ * their groups and receives. Step 2 adds RC and UC QPs in RESET, step 3
+ * FRWR MRs (free), step 4 SRQs with their receives (before the QPs).
  */
 static void replay(struct ibemu_data_chan *chan, struct ibemu_dev *dev)
 {
+	lockdep_assert_held(&dev->obj_mutex);
+	ibemu_cq_replay(dev);
+	ibemu_mr_replay(dev);
+	ibemu_kqp_replay(dev);
 }
 
 /*
  * The channel that served `dev` has ended, and with it what the engine held
- * for the device (design, section 6.8). Nothing yet; step 1 adds: RC and UC
- * QPs to ERR with IB_EVENT_QP_FATAL and their outstanding WQEs flushed
- * locally, UD sends completed, UD receives kept for the replay. Process
- * context, no lock held.
+ * for the device (design, section 6.8): UD sends complete (datagrams lost on
+ * a dead link), UD receives stay for the replay, a QP in ERR flushes. Runs
+ * once per ended channel, before the next channel's replay: from
+ * report_lost() with no lock held, or from that attach if it comes first.
+ * Under dev->obj_mutex.
  */
 static void channel_lost(struct ibemu_dev *dev)
 {
+	lockdep_assert_held(&dev->obj_mutex);
+	if (!dev->lost_pending)
+		return;
+	dev->lost_pending = false;
+	ibemu_kqp_channel_lost(dev);
 }
 
 void ibemu_data_attach(struct ibemu_data_chan *chan, struct ibemu_dev *dev,
@@ -650,12 +712,20 @@ void ibemu_data_attach(struct ibemu_data_chan *chan, struct ibemu_dev *dev,
 	lockdep_assert_held(&ibemu_devices_mutex);
 	/* A device changes hands only after its last channel has ended. */
 	WARN_ON_ONCE(rcu_access_pointer(dev->chan));
+	mutex_lock(&dev->obj_mutex);
+	channel_lost(dev);
 	spin_lock_irq(&chan->lock);
 	chan->devs[index] = dev;
 	dev->chan_index = index;
+	chan->replaying = true;
 	rcu_assign_pointer(dev->chan, chan);
 	spin_unlock_irq(&chan->lock);
 	replay(chan, dev);
+	spin_lock_irq(&chan->lock);
+	chan->replaying = false;
+	spin_unlock_irq(&chan->lock);
+	mutex_unlock(&dev->obj_mutex);
+	wake_reader(chan);
 }
 
 /*
@@ -682,6 +752,7 @@ static void end_locked(struct ibemu_data_chan *chan,
 		if (!chan->devs[i])
 			continue;
 		RCU_INIT_POINTER(chan->devs[i]->chan, NULL);
+		chan->devs[i]->lost_pending = true;
 		lost[i] = chan->devs[i];
 		chan->devs[i] = NULL;
 	}
@@ -707,9 +778,13 @@ static void report_lost(struct ibemu_dev *lost[IBEMU_CTL_MAX_DEVICES])
 {
 	int i;
 
-	for (i = 0; i < IBEMU_CTL_MAX_DEVICES; i++)
-		if (lost[i])
-			channel_lost(lost[i]);
+	for (i = 0; i < IBEMU_CTL_MAX_DEVICES; i++) {
+		if (!lost[i])
+			continue;
+		mutex_lock(&lost[i]->obj_mutex);
+		channel_lost(lost[i]);
+		mutex_unlock(&lost[i]->obj_mutex);
+	}
 }
 
 void ibemu_data_close_ctl(struct ibemu_data_chan **slot)

@@ -45,6 +45,20 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	dev->info = *info;
 	spin_lock_init(&dev->lock);
 	ida_init(&dev->mr_indexes);
+	mutex_init(&dev->obj_mutex);
+	ida_init(&dev->pd_numbers);
+	ida_init(&dev->cq_handles);
+	INIT_LIST_HEAD(&dev->kcqs);
+	INIT_LIST_HEAD(&dev->kqps);
+	INIT_LIST_HEAD(&dev->dma_mrs);
+	xa_init(&dev->mrs);
+	idr_init(&dev->qpns);
+	atomic_set(&dev->dropped_records, 0);
+	dev->event_wq = alloc_ordered_workqueue("ibemu-%s", 0, info->name);
+	if (!dev->event_wq) {
+		ib_dealloc_device(&dev->ibdev);
+		return ERR_PTR(-ENOMEM);
+	}
 	for (i = 0; i < info->num_ports; i++) {
 		dev->ports[i].max_mtu = IB_MTU_4096;
 		dev->ports[i].active_mtu = IB_MTU_4096;
@@ -70,6 +84,7 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	 * addresses, which is what the MAD QPs copy from and to. */
 	err = ib_register_device(&dev->ibdev, info->name, NULL);
 	if (err) {
+		destroy_workqueue(dev->event_wq);
 		ida_destroy(&dev->mr_indexes);
 		ib_dealloc_device(&dev->ibdev);
 		return ERR_PTR(err);
@@ -83,7 +98,13 @@ void ibemu_destroy_device(struct ibemu_dev *dev)
 	lockdep_assert_held(&ibemu_devices_mutex);
 	list_del(&dev->node);
 	ib_unregister_device(&dev->ibdev);
+	/* Consumers have destroyed their objects (ib_core's unregister). */
+	destroy_workqueue(dev->event_wq);
 	ida_destroy(&dev->mr_indexes);
+	ida_destroy(&dev->pd_numbers);
+	ida_destroy(&dev->cq_handles);
+	idr_destroy(&dev->qpns);
+	xa_destroy(&dev->mrs);
 	ib_dealloc_device(&dev->ibdev);
 }
 

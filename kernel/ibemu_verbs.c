@@ -6,11 +6,79 @@
  * channel, whose events only the kernel can put on the channel. Kernel
  * consumers (ib_mad) get real PDs, CQs, AHs and QP0/QP1.
  */
+#include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/module.h>
+#include <linux/uaccess.h>
 #include <rdma/ib_mad.h>
 
 #include "ibemu.h"
+
+/*
+ * The data channel passes these through as the engine's (ibemu_abi.h):
+ * they must agree.
+ */
+static void __maybe_unused abi_checks(void)
+{
+	BUILD_BUG_ON(IB_ACCESS_LOCAL_WRITE != IBEMU_DATA_ACCESS_LOCAL_WRITE);
+	BUILD_BUG_ON(IB_ACCESS_REMOTE_WRITE != IBEMU_DATA_ACCESS_REMOTE_WRITE);
+	BUILD_BUG_ON(IB_ACCESS_REMOTE_READ != IBEMU_DATA_ACCESS_REMOTE_READ);
+	BUILD_BUG_ON(IB_ACCESS_REMOTE_ATOMIC != IBEMU_DATA_ACCESS_REMOTE_ATOMIC);
+	BUILD_BUG_ON(IB_QPT_RC != IBEMU_DATA_QPT_RC);
+	BUILD_BUG_ON(IB_QPT_UC != IBEMU_DATA_QPT_UC);
+	BUILD_BUG_ON(IB_QPT_UD != IBEMU_DATA_QPT_UD);
+	BUILD_BUG_ON(IB_QPS_RESET != IBEMU_DATA_QPS_RESET);
+	BUILD_BUG_ON(IB_QPS_ERR != IBEMU_DATA_QPS_ERR);
+	BUILD_BUG_ON(IB_QP_STATE != IBEMU_DATA_QP_STATE);
+	BUILD_BUG_ON(IB_QP_CUR_STATE != IBEMU_DATA_QP_CUR_STATE);
+	BUILD_BUG_ON(IB_QP_EN_SQD_ASYNC_NOTIFY != IBEMU_DATA_QP_EN_SQD_ASYNC_NOTIFY);
+	BUILD_BUG_ON(IB_QP_ACCESS_FLAGS != IBEMU_DATA_QP_ACCESS_FLAGS);
+	BUILD_BUG_ON(IB_QP_PKEY_INDEX != IBEMU_DATA_QP_PKEY_INDEX);
+	BUILD_BUG_ON(IB_QP_PORT != IBEMU_DATA_QP_PORT);
+	BUILD_BUG_ON(IB_QP_QKEY != IBEMU_DATA_QP_QKEY);
+	BUILD_BUG_ON(IB_QP_AV != IBEMU_DATA_QP_AV);
+	BUILD_BUG_ON(IB_QP_PATH_MTU != IBEMU_DATA_QP_PATH_MTU);
+	BUILD_BUG_ON(IB_QP_TIMEOUT != IBEMU_DATA_QP_TIMEOUT);
+	BUILD_BUG_ON(IB_QP_RETRY_CNT != IBEMU_DATA_QP_RETRY_CNT);
+	BUILD_BUG_ON(IB_QP_RNR_RETRY != IBEMU_DATA_QP_RNR_RETRY);
+	BUILD_BUG_ON(IB_QP_RQ_PSN != IBEMU_DATA_QP_RQ_PSN);
+	BUILD_BUG_ON(IB_QP_MAX_QP_RD_ATOMIC != IBEMU_DATA_QP_MAX_QP_RD_ATOMIC);
+	BUILD_BUG_ON(IB_QP_MIN_RNR_TIMER != IBEMU_DATA_QP_MIN_RNR_TIMER);
+	BUILD_BUG_ON(IB_QP_SQ_PSN != IBEMU_DATA_QP_SQ_PSN);
+	BUILD_BUG_ON(IB_QP_MAX_DEST_RD_ATOMIC != IBEMU_DATA_QP_MAX_DEST_RD_ATOMIC);
+	BUILD_BUG_ON(IB_QP_PATH_MIG_STATE != IBEMU_DATA_QP_PATH_MIG_STATE);
+	BUILD_BUG_ON(IB_QP_DEST_QPN != IBEMU_DATA_QP_DEST_QPN);
+	BUILD_BUG_ON(IB_SEND_FENCE != IBEMU_DATA_SEND_FENCE);
+	BUILD_BUG_ON(IB_SEND_SIGNALED != IBEMU_DATA_SEND_SIGNALED);
+	BUILD_BUG_ON(IB_SEND_SOLICITED != IBEMU_DATA_SEND_SOLICITED);
+	BUILD_BUG_ON(IB_SEND_INLINE != IBEMU_DATA_SEND_INLINE);
+	BUILD_BUG_ON(IB_WC_GENERAL_ERR != IBEMU_DATA_WC_GENERAL_ERR);
+	BUILD_BUG_ON((int)IB_EVENT_CQ_ERR != (int)IBEMU_DATA_EVENT_CQ_ERR);
+	BUILD_BUG_ON((int)IB_EVENT_QP_FATAL != (int)IBEMU_DATA_EVENT_QP_FATAL);
+	BUILD_BUG_ON((int)IB_EVENT_QP_REQ_ERR != (int)IBEMU_DATA_EVENT_QP_REQ_ERR);
+	BUILD_BUG_ON((int)IB_EVENT_QP_ACCESS_ERR != (int)IBEMU_DATA_EVENT_QP_ACCESS_ERR);
+	BUILD_BUG_ON((int)IB_EVENT_COMM_EST != (int)IBEMU_DATA_EVENT_COMM_EST);
+	BUILD_BUG_ON((int)IB_EVENT_SQ_DRAINED != (int)IBEMU_DATA_EVENT_SQ_DRAINED);
+	BUILD_BUG_ON((int)IB_EVENT_SRQ_ERR != (int)IBEMU_DATA_EVENT_SRQ_ERR);
+	BUILD_BUG_ON((int)IB_EVENT_SRQ_LIMIT_REACHED != (int)IBEMU_DATA_EVENT_SRQ_LIMIT_REACHED);
+	BUILD_BUG_ON((int)IB_EVENT_QP_LAST_WQE_REACHED != (int)IBEMU_DATA_EVENT_QP_LAST_WQE_REACHED);
+}
+
+/* Kernel QPs and CQs: the daemon's limits, within the data channel's. */
+u32 ibemu_max_qp_wr(const struct ibemu_dev *dev)
+{
+	return min_t(u32, dev->info.max_qp_wr, IBEMU_DATA_MAX_WR);
+}
+
+u32 ibemu_max_sge(const struct ibemu_dev *dev)
+{
+	return min_t(u32, dev->info.max_sge, IBEMU_DATA_MAX_SGE);
+}
+
+u32 ibemu_max_cqe(const struct ibemu_dev *dev)
+{
+	return min_t(u32, dev->info.max_cqe, IBEMU_DATA_MAX_CQE);
+}
 
 static int ibemu_query_device(struct ib_device *ibdev,
 			      struct ib_device_attr *attr,
@@ -29,18 +97,18 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->vendor_part_id = info->vendor_part_id;
 	attr->hw_ver = info->hw_ver;
 	attr->max_qp = info->max_qp;
-	attr->max_qp_wr = info->max_qp_wr;
+	attr->max_qp_wr = ibemu_max_qp_wr(to_dev(ibdev));
 	attr->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 				 IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_RC_RNR_NAK_GEN;
-	/* ib_mad's buffers carry no key: ib_core maps them to virtual
-	 * addresses, which is all the MAD QPs use. */
-	attr->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
-	attr->max_send_sge = info->max_sge;
-	attr->max_recv_sge = info->max_sge;
-	attr->max_sge_rd = info->max_sge;
+	/* No IBK_LOCAL_DMA_LKEY: each PD gets a DMA MR (get_dma_mr) whose
+	 * key is valid in that PD only, as the engine's keys are. */
+	attr->kernel_cap_flags = 0;
+	attr->max_send_sge = ibemu_max_sge(to_dev(ibdev));
+	attr->max_recv_sge = attr->max_send_sge;
+	attr->max_sge_rd = attr->max_send_sge;
 	attr->max_cq = info->max_cq;
-	attr->max_cqe = info->max_cqe;
+	attr->max_cqe = ibemu_max_cqe(to_dev(ibdev));
 	attr->max_mr = info->max_mr;
 	attr->max_pd = info->max_pd;
 	attr->max_qp_rd_atom = 16;
@@ -188,7 +256,7 @@ static int ibemu_process_mad(struct ib_device *ibdev, int flags, u32 port,
 	}
 }
 
-/* ---- contexts and PDs: nothing of theirs lives in the kernel ---- */
+/* ---- contexts and PDs ---- */
 
 static int ibemu_alloc_ucontext(struct ib_ucontext *uctx, struct ib_udata *udata)
 {
@@ -199,126 +267,211 @@ static void ibemu_dealloc_ucontext(struct ib_ucontext *uctx)
 {
 }
 
-static int ibemu_alloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+/* A program's PD lives in its provider; a kernel consumer's PD is a
+ * number its MRs and QPs carry to the engine. */
+static int ibemu_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	return 0;
-}
+	struct ibemu_pd *pd = to_pd(ibpd);
+	int number;
 
-static int ibemu_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
-{
-	return 0;
-}
-
-/* ---- CQs ---- */
-
-static int ibemu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-			   IBEMU_CREATE_CQ_ARG)
-{
-	struct ibemu_cq *cq = to_cq(ibcq);
-
-	if (attr->flags || attr->comp_vector >= ibcq->device->num_comp_vectors)
-		return -EINVAL;
-	if (attr->cqe < 1 || attr->cqe > to_dev(ibcq->device)->info.max_cqe)
-		return -EINVAL;
-	spin_lock_init(&cq->lock);
-	cq->user = from_user != NULL;
-	ibcq->cqe = attr->cqe;
-	if (cq->user)
+	if (udata)
 		return 0;
-	cq->size = attr->cqe;
-	cq->wcs = kcalloc(cq->size, sizeof(*cq->wcs), GFP_KERNEL);
-	return cq->wcs ? 0 : -ENOMEM;
-}
-
-static int ibemu_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
-{
-	kfree(to_cq(ibcq)->wcs);
+	number = ida_alloc_range(&to_dev(ibpd->device)->pd_numbers, 1,
+				 INT_MAX, GFP_KERNEL);
+	if (number < 0)
+		return number;
+	pd->number = number;
 	return 0;
 }
 
-static int ibemu_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+static int ibemu_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	struct ibemu_cq *cq = to_cq(ibcq);
-	unsigned long flags;
-	int n = 0;
+	struct ibemu_pd *pd = to_pd(ibpd);
 
-	spin_lock_irqsave(&cq->lock, flags);
-	while (n < num_entries && cq->count) {
-		wc[n++] = cq->wcs[cq->head];
-		cq->head = (cq->head + 1) % cq->size;
-		cq->count--;
-	}
-	spin_unlock_irqrestore(&cq->lock, flags);
-	return n;
-}
-
-/*
- * A user CQ's entries are in its provider, which alone knows when one lands
- * on an armed CQ: it says so with REQ_NOTIFY_CQ, and the kernel's part is to
- * put the event on the CQ's completion channel.
- */
-static int ibemu_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
-{
-	struct ibemu_cq *cq = to_cq(ibcq);
-	unsigned long irqflags;
-	int missed = 0;
-
-	if (cq->user) {
-		if (ibcq->comp_handler)
-			ibcq->comp_handler(ibcq, ibcq->cq_context);
-		return 0;
-	}
-	spin_lock_irqsave(&cq->lock, irqflags);
-	cq->armed = true;
-	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && cq->count)
-		missed = 1;
-	spin_unlock_irqrestore(&cq->lock, irqflags);
-	return missed;
-}
-
-/* A completion of a kernel QP; dropped if the CQ is full (an overrun). */
-void ibemu_cq_push(struct ibemu_cq *cq, const struct ib_wc *wc)
-{
-	unsigned long flags;
-	bool notify = false;
-
-	spin_lock_irqsave(&cq->lock, flags);
-	if (cq->count < cq->size) {
-		cq->wcs[(cq->head + cq->count) % cq->size] = *wc;
-		cq->count++;
-		notify = cq->armed;
-		cq->armed = false;
-	}
-	spin_unlock_irqrestore(&cq->lock, flags);
-	if (notify && cq->ibcq.comp_handler)
-		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	if (pd->number)
+		ida_free(&to_dev(ibpd->device)->pd_numbers, pd->number);
+	return 0;
 }
 
 /* ---- MRs and AHs of kernel consumers ---- */
 
+static u32 dma_mr_access(int access)
+{
+	u32 a = access & (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC);
+
+	/* Remote write and atomics imply local write (IBA 10.6.3.1). */
+	if (a & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC))
+		a |= IB_ACCESS_LOCAL_WRITE;
+	return a;
+}
+
 /*
- * ib_alloc_pd asks for this MR when a consumer wants an unsafe global rkey
- * (SRP, and iSER when told not to always register); its rkey becomes the
- * PD's, and consumers take 0 for "none" (ib_srp warns). Keys are
- * IBA-shaped: an index in bits 8-31, never 0, and a key byte the consumer
- * may change.
+ * Every PD gets one from ib_alloc_pd (its local_dma_lkey), with remote
+ * access when the consumer wants an unsafe global rkey (SRP, iSER). Keys
+ * are IBA-shaped: an index in bits 8-31, never 0, and a key byte of 0. The
+ * engine registers the MR as all of direct-mapped memory (REG_DMA_MR) and
+ * reaches it through IBEMU_IOC_COPY.
  */
 static struct ib_mr *ibemu_get_dma_mr(struct ib_pd *pd, int access)
 {
 	struct ibemu_dev *dev = to_dev(pd->device);
-	struct ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	int index;
+	struct ibemu_data_reg_dma_mr reg = {
+		.hdr.type = IBEMU_DATA_REG_DMA_MR,
+		.hdr.length = sizeof(reg),
+		.pd = to_pd(pd)->number,
+		.access = dma_mr_access(access),
+	};
+	struct ibemu_data_dereg_mr dereg = {
+		.hdr.type = IBEMU_DATA_DEREG_MR,
+		.hdr.length = sizeof(dereg),
+	};
+	struct ibemu_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	int index, err;
 
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	index = ida_alloc_range(&dev->mr_indexes, 1, 0xffffff, GFP_KERNEL);
 	if (index < 0) {
-		kfree(mr);
-		return ERR_PTR(index);
+		err = index;
+		goto free;
 	}
-	mr->lkey = (u32)index << 8;
-	mr->rkey = mr->lkey;
-	return mr;
+	mr->dev = dev;
+	mr->pd = reg.pd;
+	mr->access = reg.access;
+	mr->ibmr.lkey = (u32)index << 8;
+	mr->ibmr.rkey = mr->ibmr.lkey;
+	reg.key = mr->ibmr.lkey;
+	dereg.mr = index;
+	mr->dereg_cmd = ibemu_data_cmd_alloc(&dereg, sizeof(dereg), GFP_KERNEL);
+	if (IS_ERR(mr->dereg_cmd)) {
+		err = PTR_ERR(mr->dereg_cmd);
+		goto free_index;
+	}
+	mutex_lock(&dev->obj_mutex);
+	err = xa_insert(&dev->mrs, index, mr, GFP_KERNEL);
+	if (!err) {
+		err = ibemu_data_queue_command(dev, &reg, sizeof(reg),
+					       GFP_KERNEL);
+		if (err)
+			xa_erase(&dev->mrs, index);
+	}
+	if (!err)
+		list_add_tail(&mr->node, &dev->dma_mrs);
+	mutex_unlock(&dev->obj_mutex);
+	if (err)
+		goto free_cmd;
+	return &mr->ibmr;
+
+free_cmd:
+	ibemu_data_cmd_free(mr->dereg_cmd);
+free_index:
+	ida_free(&dev->mr_indexes, index);
+free:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+/* The DMA MRs of a device for a new channel, under obj_mutex. */
+void ibemu_mr_replay(struct ibemu_dev *dev)
+{
+	struct ibemu_mr *mr;
+
+	lockdep_assert_held(&dev->obj_mutex);
+	list_for_each_entry(mr, &dev->dma_mrs, node) {
+		struct ibemu_data_reg_dma_mr reg = {
+			.hdr.type = IBEMU_DATA_REG_DMA_MR,
+			.hdr.length = sizeof(reg),
+			.key = mr->ibmr.lkey,
+			.pd = mr->pd,
+			.access = mr->access,
+		};
+		struct ibemu_data_cmd *cmd =
+			ibemu_data_cmd_alloc(&reg, sizeof(reg), GFP_KERNEL);
+
+		if (IS_ERR(cmd)) {
+			ibdev_err(&dev->ibdev, "MR 0x%x not replayed: out of memory\n",
+				  mr->ibmr.lkey);
+			continue;
+		}
+		ibemu_data_cmd_submit(dev, cmd);
+	}
+}
+
+/* Direct-mapped RAM the kernel owns as such: not the kernel's image (its
+ * pages are reserved), not I/O memory, not vmalloc space. */
+static bool direct_ram(unsigned long addr)
+{
+	if (addr < PAGE_OFFSET || addr >= (unsigned long)high_memory)
+		return false;
+	if (!virt_addr_valid((void *)addr))
+		return false;
+	return !PageReserved(virt_to_page((void *)addr));
+}
+
+/* copy_to_kernel_nofault() is not exported: the same with its primitive. */
+static int write_nofault(void *dst, const void *src, size_t size)
+{
+	pagefault_disable();
+	if (IS_ALIGNED((unsigned long)dst | (unsigned long)src, 8)) {
+		for (; size >= 8; dst += 8, src += 8, size -= 8)
+			__put_kernel_nofault(dst, src, u64, fault);
+	}
+	for (; size; dst++, src++, size--)
+		__put_kernel_nofault(dst, src, u8, fault);
+	pagefault_enable();
+	return 0;
+fault:
+	pagefault_enable();
+	return -EFAULT;
+}
+
+/*
+ * A DMA MR's copy ("direct" mode, design 6.1): iova is a kernel virtual
+ * address, checked page by page. The MR only names the device's consent;
+ * the engine has checked the WQE's keys, bounds and access already.
+ * `bounce` is a page of the caller's.
+ */
+long ibemu_mr_copy(struct ibemu_dev *dev,
+		   const struct ibemu_data_copy_segment *seg, void *bounce)
+{
+	void __user *buf = u64_to_user_ptr(seg->buffer);
+	unsigned long addr = seg->iova;
+	u32 left = seg->length;
+	bool known;
+
+	rcu_read_lock();
+	known = xa_load(&dev->mrs, seg->mr) != NULL;
+	rcu_read_unlock();
+	if (!known)
+		return -ENOENT;
+	/* Generation 0 is a DMA MR's only mapping; FRWR comes with step 3. */
+	if (seg->generation)
+		return -ESTALE;
+	while (left) {
+		u32 n = min_t(u32, left, PAGE_SIZE - offset_in_page(addr));
+
+		if (!direct_ram(addr))
+			return -EACCES;
+		/* A page taken out of the direct map (secret memory, a
+		 * guarded allocation) faults: EACCES, not an oops. */
+		if (seg->direction == IBEMU_DATA_COPY_TO_KERNEL) {
+			if (copy_from_user(bounce, buf, n))
+				return -EFAULT;
+			if (write_nofault((void *)addr, bounce, n))
+				return -EACCES;
+		} else {
+			if (copy_from_kernel_nofault(bounce, (void *)addr, n))
+				return -EACCES;
+			if (copy_to_user(buf, bounce, n))
+				return -EFAULT;
+		}
+		addr += n;
+		buf += n;
+		left -= n;
+		cond_resched();
+	}
+	return seg->length;
 }
 
 /* A program's memory regions are registered in its provider. */
@@ -329,10 +482,18 @@ static struct ib_mr *ibemu_reg_user_mr(struct ib_pd *pd, u64 start, u64 length,
 	return ERR_PTR(-EOPNOTSUPP);
 }
 
-static int ibemu_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
+static int ibemu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
-	ida_free(&to_dev(mr->device)->mr_indexes, mr->lkey >> 8);
-	kfree(mr);
+	struct ibemu_mr *mr = container_of(ibmr, struct ibemu_mr, ibmr);
+	struct ibemu_dev *dev = mr->dev;
+
+	mutex_lock(&dev->obj_mutex);
+	list_del(&mr->node);
+	xa_erase(&dev->mrs, ibmr->lkey >> 8);
+	ibemu_data_cmd_submit(dev, mr->dereg_cmd);
+	mutex_unlock(&dev->obj_mutex);
+	ida_free(&dev->mr_indexes, ibmr->lkey >> 8);
+	kfree_rcu(mr, rcu);
 	return 0;
 }
 
@@ -380,7 +541,7 @@ static int ibemu_destroy_ah(struct ib_ah *ibah, u32 flags)
 	return 0;
 }
 
-/* ---- QPs: only QP0 and QP1 of kernel consumers ---- */
+/* ---- QPs of kernel consumers: QP0, QP1 and UD ---- */
 
 static const char *qp_type_name(enum ib_qp_type type)
 {
@@ -407,27 +568,60 @@ static int ibemu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 {
 	if (udata)
 		return -EOPNOTSUPP;
-	if (init->qp_type != IB_QPT_SMI && init->qp_type != IB_QPT_GSI) {
-		/* Consumers report only an errno, often a misleading one
-		 * (IPoIB: -ENOMEM): say what is missing, and whose QP. */
+	switch (init->qp_type) {
+	case IB_QPT_SMI:
+	case IB_QPT_GSI:
+		return ibemu_create_mad_qp(ibqp, init);
+	case IB_QPT_UD:
+		return ibemu_create_kqp(ibqp, init);
+	default:
+		/* Consumers report only an errno, often a misleading one:
+		 * say what is missing, and whose QP. */
 		ibdev_notice_ratelimited(ibqp->device,
-			"%s: kernel %s QPs are not supported yet, only QP0 and QP1 (see ibemu's docs/kernel-mode.md)\n",
+			"%s: kernel %s QPs are not supported yet, only UD, QP0 and QP1 (see ibemu's docs/kernel-mode.md)\n",
 			ibqp->res.kern_name ? ibqp->res.kern_name : "a kernel consumer",
 			qp_type_name(init->qp_type));
 		return -EOPNOTSUPP;
 	}
-	return ibemu_create_mad_qp(ibqp, init);
 }
 
 static int ibemu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 			   int mask, struct ib_udata *udata)
 {
+	if (to_qp(ibqp)->kqp)
+		return ibemu_modify_kqp(ibqp, attr, mask);
 	return ibemu_modify_mad_qp(ibqp, attr, mask);
+}
+
+static int ibemu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			  int mask, struct ib_qp_init_attr *init)
+{
+	if (to_qp(ibqp)->kqp)
+		return ibemu_query_kqp(ibqp, attr, mask, init);
+	return -EOPNOTSUPP;
 }
 
 static int ibemu_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
+	if (to_qp(ibqp)->kqp)
+		return ibemu_destroy_kqp(ibqp);
 	return ibemu_destroy_mad_qp(ibqp);
+}
+
+static int ibemu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			   const struct ib_send_wr **bad_wr)
+{
+	if (to_qp(ibqp)->kqp)
+		return ibemu_post_kqp_send(ibqp, wr, bad_wr);
+	return ibemu_post_mad_send(ibqp, wr, bad_wr);
+}
+
+static int ibemu_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			   const struct ib_recv_wr **bad_wr)
+{
+	if (to_qp(ibqp)->kqp)
+		return ibemu_post_kqp_recv(ibqp, wr, bad_wr);
+	return ibemu_post_mad_recv(ibqp, wr, bad_wr);
 }
 
 const struct ib_device_ops ibemu_dev_ops = {
@@ -437,6 +631,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 
 	.alloc_pd = ibemu_alloc_pd,
 	.alloc_ucontext = ibemu_alloc_ucontext,
+	.attach_mcast = ibemu_attach_mcast,
 	.create_ah = ibemu_create_ah,
 	.create_cq = ibemu_create_cq,
 	.create_qp = ibemu_create_qp,
@@ -446,20 +641,22 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.destroy_ah = ibemu_destroy_ah,
 	.destroy_cq = ibemu_destroy_cq,
 	.destroy_qp = ibemu_destroy_qp,
+	.detach_mcast = ibemu_detach_mcast,
 	.get_dev_fw_str = ibemu_get_dev_fw_str,
 	.get_dma_mr = ibemu_get_dma_mr,
 	.get_port_immutable = ibemu_get_port_immutable,
 	.modify_port = ibemu_modify_port,
 	.modify_qp = ibemu_modify_qp,
 	.poll_cq = ibemu_poll_cq,
-	.post_recv = ibemu_post_mad_recv,
-	.post_send = ibemu_post_mad_send,
+	.post_recv = ibemu_post_recv,
+	.post_send = ibemu_post_send,
 	.process_mad = ibemu_process_mad,
 	.query_device = ibemu_query_device,
 	.query_ah = ibemu_query_ah,
 	.query_gid = ibemu_query_gid,
 	.query_pkey = ibemu_query_pkey,
 	.query_port = ibemu_query_port,
+	.query_qp = ibemu_query_qp,
 	.reg_user_mr = ibemu_reg_user_mr,
 	.req_notify_cq = ibemu_req_notify_cq,
 

@@ -230,13 +230,58 @@ load_ulps() {
   return 0
 }
 KERNEL_PROBLEMS='Oops|BUG:|WARNING:|Call Trace|general protection fault'
+# Nothing the kernel would call a problem since the test started.
+no_kernel_problems() {
+  ! dmesg | sed -n '/ibemu-qemu-script-start/,$p' | grep -E "$KERNEL_PROBLEMS"
+}
+# IPoIB's netdevs on ibemu's ports, as `rdma link` pairs them.
+ipoib_names() {
+  rdma link show | sed -n 's/^link ibemu[0-9]*\/[0-9]* .*netdev \(ib[0-9]*\).*/\1/p'
+}
+ipoib_netdevs() {
+  rdma link show
+  [ "$(ipoib_names | wc -l)" -eq 4 ] && no_kernel_problems
+}
+# The records the daemon has read from the data channel so far.
+data_records() {
+  ibemu --runtime-dir /run/ibemu status --json |
+    python3 -c 'import json,sys; c=json.load(sys.stdin)["kernel"]["data_channel"]; print(c["records"] if not c["malformed"] else -1)'
+}
+ipoib_up() {
+  for n in $(ipoib_names); do ip link set "$n" up || return 1; done
+  sleep 3
+  ip -br link show | grep '^ib'
+  for n in $(ipoib_names); do ip link show "$n" | grep -q ',UP' || return 1; done
+  no_kernel_problems
+}
+# Its receives (posted when the interface came up) and, once the SM has
+# answered the broadcast group's join, its attachment: records the daemon
+# read, none malformed.
+ipoib_records() {
+  after=$(data_records)
+  echo "data channel records: $1 before the interfaces came up, $after after"
+  [ "$1" -ge 0 ] && [ "$after" -gt "$1" ]
+}
+# Down flushes the receives (through the engine, or the module when no
+# daemon is attached); up posts them again.
+ipoib_down_up() {
+  ip link set ib0 down && ip link set ib0 up && sleep 2 &&
+    ip link show ib0 | grep -q ',UP' && no_kernel_problems
+}
 check "the kernel's RDMA consumer modules load beside ibemu.ko" load_ulps
 # ib_srpt sets IsDeviceManagementSupported on every port it attaches to,
 # rxe0's included: what rxe0 shows from here on is compared with this.
 [ -z "$HAVE_RXE" ] || rxe_view > /tmp/rxe-view.before 2>&1
+# IPoIB's datagram mode on ibemu's UD QPs and kernel CQs: the module checks
+# the verbs and hands the daemon its objects and WQEs over the data channel.
+# (Pings need the daemon's engine to carry them out.)
 if lsmod | grep -q '^ib_ipoib '; then
-  check "IPoIB's QP is refused with a message naming it" \
-    sh -c 'dmesg | grep -E "ibemu0: ib_ipoib: kernel UD QPs are not supported yet"'
+  check "IPoIB creates ib0..ib3 on ibemu's ports" ipoib_netdevs
+  before=$(data_records)
+  check "IPoIB's interfaces come up" ipoib_up
+  check "the daemon reads IPoIB's objects and receives (data channel records)" \
+    ipoib_records "$before"
+  check "IPoIB's interfaces down and up again" ipoib_down_up
 fi
 # An SRP initiator's login to ibemu1's port: the CM's REQ needs its RC QP,
 # which is refused with an error, not a warning.
@@ -292,6 +337,18 @@ wait $watch_pid 2>/dev/null
 
 check "a restarted daemon adopts the devices" sh -c \
   "$SRC/scripts/kernel-node.sh up && ibstat ibemu0 1 | grep -q 'State: Active'"
+# The restarted daemon's engine is empty: the module replays the kernel's
+# CQs, MRs, QPs (driven to their states), groups and receives.
+ipoib_replayed() {
+  sleep 2
+  ip -br link show | grep '^ib'
+  records=$(data_records)
+  echo "data channel records after the restart: $records"
+  ip link show ib0 > /dev/null && [ "$records" -gt 0 ] && no_kernel_problems
+}
+if lsmod | grep -q '^ib_ipoib '; then
+  check "IPoIB keeps ib0 across the restart (replayed to the new daemon)" ipoib_replayed
+fi
 check "ibv_rc_pingpong after the restart" \
   pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
 check "kill -9 of ibemud turns the ports DOWN" sh -c \
@@ -328,6 +385,11 @@ if command -v opensm > /dev/null; then
   "$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
 fi
 check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
+if lsmod | grep -q '^ib_ipoib '; then
+  # IPoIB's netdevs went with the devices, and their QPs and CQs with them.
+  check "rmmod ibemu with IPoIB loaded: its netdevs go, no warning" \
+    sh -c "! ip -br link show | grep -q '^ib[0-9]' && ! dmesg | sed -n '/ibemu-qemu-script-start/,\$p' | grep -E '$KERNEL_PROBLEMS'"
+fi
 
 # No-kernel mode on a host whose kernel has RDMA devices (netlink answers
 # with rxe0): `ibemu run` shows a program the emulated fabric, programs
