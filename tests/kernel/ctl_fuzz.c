@@ -715,6 +715,171 @@ static int race(long rounds) {
   return 0;
 }
 
+/* ---- data channel: completions and copies aimed at live objects ---- */
+
+/*
+ * A device of the fuzzer's own on its channel: the kernel's consumers
+ * loaded by then (ib_mad always; IPoIB, RDS, SRP when the test loaded them)
+ * create their PDs, DMA MRs, CQs and UD QPs on it as it registers, and the
+ * channel's replay announces them. Completions and events then name those
+ * live CQs and QPs with tokens of no outstanding WQE (none is posted: the
+ * device's port stays DOWN), which the module drops (success); copies name
+ * live MRs at addresses that are not direct-mapped RAM (EACCES), with a
+ * generation a DMA MR lacks (ESTALE), or read (never write) random kernel
+ * addresses (bytes, or EACCES). The device stays registered until the
+ * module goes, as a daemon's does.
+ */
+#define LIVE_MAX 64
+static struct {
+  unsigned cqs[LIVE_MAX], qpns[LIVE_MAX], qp_cqs[LIVE_MAX][2], mrs[LIVE_MAX];
+  unsigned ncq, nqp, nmr;
+} live;
+
+static void collect(const unsigned char* buf, size_t len) {
+  for (size_t at = 0; at + sizeof(struct ibemu_data_hdr) <= len;) {
+    struct ibemu_data_hdr h;
+    memcpy(&h, buf + at, sizeof(h));
+    if (h.length < sizeof(h) || at + h.length > len) break;
+    if (h.type == IBEMU_DATA_CREATE_CQ && live.ncq < LIVE_MAX) {
+      struct ibemu_data_create_cq r;
+      memcpy(&r, buf + at, sizeof(r));
+      live.cqs[live.ncq++] = r.cq;
+    } else if (h.type == IBEMU_DATA_CREATE_QP && live.nqp < LIVE_MAX) {
+      struct ibemu_data_create_qp r;
+      memcpy(&r, buf + at, sizeof(r));
+      live.qp_cqs[live.nqp][0] = r.send_cq;
+      live.qp_cqs[live.nqp][1] = r.recv_cq;
+      live.qpns[live.nqp++] = r.qpn;
+    } else if (h.type == IBEMU_DATA_REG_DMA_MR && live.nmr < LIVE_MAX) {
+      struct ibemu_data_reg_dma_mr r;
+      memcpy(&r, buf + at, sizeof(r));
+      live.mrs[live.nmr++] = IBEMU_DATA_MR_HANDLE(r.key);
+    }
+    at += h.length;
+  }
+}
+
+static void live_complete(int data, long i) {
+  uint64_t rec[2 * sizeof(struct ibemu_data_cqe) / 8];
+  unsigned q = rnd_below(live.nqp);
+  size_t n;
+  if (rnd_below(4)) {
+    struct ibemu_data_cqe c;
+    memset(&c, 0, sizeof(c));
+    c.hdr.type = IBEMU_DATA_CQE;
+    c.hdr.length = sizeof(c);
+    c.qpn = live.qpns[q];
+    c.token = rnd_below(2) ? rnd() : rnd_below(4) | (uint64_t)rnd_below(2) << 32;
+    c.cq = rnd_below(4) ? live.qp_cqs[q][(c.token >> 32) & 1] : live.cqs[rnd_below(live.ncq)];
+    c.status = (unsigned char)rnd_below(IBEMU_DATA_WC_GENERAL_ERR + 1);
+    c.opcode = (c.token >> 32) & 1 ? IBEMU_DATA_WC_RECV : IBEMU_DATA_WC_SEND;
+    c.byte_len = (unsigned)rnd();
+    c.solicited = (unsigned char)rnd_below(2);
+    memcpy(rec, &c, sizeof(c));
+    n = sizeof(c);
+  } else {
+    struct ibemu_data_event e;
+    memset(&e, 0, sizeof(e));
+    e.hdr.type = IBEMU_DATA_EVENT;
+    e.hdr.length = sizeof(e);
+    e.object = IBEMU_DATA_EVENT_ON_QP;
+    e.handle = live.qpns[q];
+    /* A state change, or an event whose handler runs in the workqueue;
+     * the modify sequence is stale but for chance. */
+    e.event = rnd_below(2) ? IBEMU_DATA_EVENT_QP_STATE : IBEMU_DATA_EVENT_COMM_EST;
+    e.qp_state = (unsigned char)rnd_below(IBEMU_DATA_QPS_ERR + 1);
+    e.modify_seq = 1000000 + (unsigned)rnd_below(1000);
+    memcpy(rec, &e, sizeof(e));
+    n = sizeof(e);
+  }
+  struct ibemu_data_complete arg = {.records = (uint64_t)(uintptr_t)rec, .length = (unsigned)n};
+  EXPECT("COMPLETE naming a live QP", i, raw_ioctl(data, IBEMU_IOC_COMPLETE, &arg), 0);
+  tally(0);
+}
+
+static void live_copy(int data, long i) {
+  /* Not direct-mapped RAM: user space, vmalloc space, the kernel's image. */
+  static const uint64_t not_ram[] = {0x10000, 0xffffc90000000000ull, 0xffffffff81000000ull};
+  struct ibemu_data_copy_segment seg;
+  memset(&seg, 0, sizeof(seg));
+  seg.mr = live.mrs[rnd_below(live.nmr)];
+  seg.buffer = (uint64_t)(uintptr_t)arena;
+  seg.length = 1 + rnd_below(2 * PAGE);
+  seg.direction = rnd_below(2) ? IBEMU_DATA_COPY_TO_KERNEL : IBEMU_DATA_COPY_FROM_KERNEL;
+  int want;
+  switch (rnd_below(4)) {
+    case 0:
+      seg.generation = 1 + (unsigned)rnd_below(1000);
+      seg.iova = KERNEL_ADDRESS;
+      want = ESTALE;
+      break;
+    case 1:
+      seg.mr = 0xffffff - (unsigned)rnd_below(16); /* no MR has it */
+      seg.iova = KERNEL_ADDRESS;
+      want = ENOENT;
+      break;
+    case 2:
+      seg.iova = not_ram[rnd_below(3)] + rnd_below(1 << 20);
+      seg.iova = rnd_below(2) ? (uint64_t)(uintptr_t)arena : seg.iova;
+      want = EACCES;
+      break;
+    default: {
+      /* A read of whatever the direct map holds there: bytes, or EACCES
+       * where it is no RAM the module may hand out. */
+      seg.direction = IBEMU_DATA_COPY_FROM_KERNEL;
+      seg.iova = KERNEL_ADDRESS + ((uint64_t)rnd_below(1 << 20) << 12) + rnd_below(PAGE);
+      struct ibemu_data_copy arg = {.segments = (uint64_t)(uintptr_t)&seg, .count = 1};
+      long ret = raw_ioctl(data, IBEMU_IOC_COPY, &arg);
+      if (ret != (long)seg.length && !(ret == -1 && errno == EACCES))
+        fail("COPY reading the direct map", i, outcome(ret, errno));
+      return;
+    }
+  }
+  struct ibemu_data_copy arg = {.segments = (uint64_t)(uintptr_t)&seg, .count = 1};
+  EXPECT("COPY naming a live MR", i, raw_ioctl(data, IBEMU_IOC_COPY, &arg), want);
+  if (want == ENOENT) tally(ENOENT);
+}
+
+static int fuzz_live(int ctl, int data, long count) {
+  struct ibemu_ctl_add_device m;
+  memset(&m, 0, sizeof(m));
+  m.hdr.type = IBEMU_CTL_ADD_DEVICE;
+  m.hdr.length = sizeof(m);
+  m.abi_version = IBEMU_CTL_ABI_VERSION;
+  m.index = 0;
+  m.num_ports = 1;
+  snprintf(m.name, sizeof(m.name), "ibemufuzz%d", (int)getpid() % 1000);
+  snprintf(m.node_desc, sizeof(m.node_desc), "ctl_fuzz");
+  m.node_guid = m.sys_image_guid = 0x0200f00d00000000ull | (unsigned)getpid();
+  m.max_qp = m.max_cq = m.max_mr = m.max_pd = 1024;
+  m.max_qp_wr = 4096;
+  m.max_sge = 16;
+  m.max_cqe = 65536;
+  m.max_mr_size = 1ull << 40;
+  m.kernel_qpn_first = 0xf00000;
+  m.kernel_qpn_count = 0x1000;
+  if (ibemu_ctl_validate(&m, sizeof(m)) || write(ctl, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
+    perror("ADD_DEVICE of the fuzzer's device");
+    return 1;
+  }
+  static uint64_t buf[IBEMU_DATA_MAX_BATCH / 8];
+  long n;
+  while ((n = raw_read(data, buf, sizeof(buf))) > 0) collect((unsigned char*)buf, (size_t)n);
+  printf("data channel: a device of its own: %u CQs, %u UD QPs, %u DMA MRs announced\n", live.ncq,
+         live.nqp, live.nmr);
+  if (!live.nmr || !live.ncq) {
+    fprintf(stderr, "no DMA MR or CQ was announced (ib_mad makes both)\n");
+    return 1;
+  }
+  for (long i = 0; i < count && failures < 20; i++) {
+    if (live.nqp && rnd_below(2))
+      live_complete(data, i);
+    else
+      live_copy(data, i);
+  }
+  return failures ? 1 : 0;
+}
+
 static int fuzz_data(long count, long rounds) {
   arena = mmap(NULL, ARENA + PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   read_only = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -760,6 +925,7 @@ static int fuzz_data(long count, long rounds) {
         break;
     }
   }
+  if (!failures && fuzz_live(ctl, data, count / 4)) return 1;
   close(data);
   close(ctl);
   if (failures) return 1;

@@ -234,12 +234,14 @@ KERNEL_PROBLEMS='Oops|BUG:|WARNING:|Call Trace|general protection fault'
 no_kernel_problems() {
   ! dmesg | sed -n '/ibemu-qemu-script-start/,$p' | grep -E "$KERNEL_PROBLEMS"
 }
-# IPoIB's netdevs on ibemu's ports, as `rdma link` pairs them.
+# IPoIB's netdevs (type 32, ARPHRD_INFINIBAND): ibemu's are the only HCAs.
 ipoib_names() {
-  rdma link show | sed -n 's/^link ibemu[0-9]*\/[0-9]* .*netdev \(ib[0-9]*\).*/\1/p'
+  for n in /sys/class/net/*; do
+    [ "$(cat "$n/type")" = 32 ] && basename "$n"
+  done
 }
 ipoib_netdevs() {
-  rdma link show
+  ip -br link show | grep '^ib'
   [ "$(ipoib_names | wc -l)" -eq 4 ] && no_kernel_problems
 }
 # The records the daemon has read from the data channel so far.
