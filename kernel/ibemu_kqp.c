@@ -328,15 +328,24 @@ static void fill_av_attr(struct ibemu_data_av *av,
 
 /* Range checks ib_modify_qp_is_ok() leaves to the driver. */
 static int check_attr(struct ibemu_dev *dev, const struct ib_qp_attr *attr,
-		      int mask)
+		      int mask, u8 qp_port)
 {
+	u8 port = (mask & IB_QP_PORT) ? attr->port_num : qp_port;
+	enum ib_mtu port_max_mtu = IB_MTU_4096;
+	unsigned long flags;
+
 	if ((mask & IB_QP_PORT) &&
 	    (attr->port_num < 1 || attr->port_num > dev->info.num_ports))
 		return -EINVAL;
+	if (port >= 1 && port <= dev->info.num_ports) {
+		spin_lock_irqsave(&dev->lock, flags);
+		port_max_mtu = dev->ports[port - 1].max_mtu;
+		spin_unlock_irqrestore(&dev->lock, flags);
+	}
 	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index >= IBEMU_CTL_MAX_PKEYS)
 		return -EINVAL;
 	if ((mask & IB_QP_PATH_MTU) &&
-	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
+	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > port_max_mtu))
 		return -EINVAL;
 	if ((mask & IB_QP_TIMEOUT) && attr->timeout > 31)
 		return -EINVAL;
@@ -450,10 +459,10 @@ int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask)
 
 	if (mask & ~KQP_MODIFY_MASK)
 		return -EOPNOTSUPP;
-	err = check_attr(dev, attr, mask);
-	if (err)
-		return err;
 	mutex_lock(&dev->obj_mutex);
+	err = check_attr(dev, attr, mask, k->port);
+	if (err)
+		goto out;
 	spin_lock_irq(&k->lock);
 	cur = k->state;
 	spin_unlock_irq(&k->lock);

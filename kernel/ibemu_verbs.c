@@ -96,7 +96,8 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->vendor_id = info->vendor_id;
 	attr->vendor_part_id = info->vendor_part_id;
 	attr->hw_ver = info->hw_ver;
-	attr->max_qp = info->max_qp;
+	/* Kernel QPs are numbered from the kernel QPN block. */
+	attr->max_qp = min(info->max_qp, info->kernel_qpn_count);
 	attr->max_qp_wr = ibemu_max_qp_wr(to_dev(ibdev));
 	attr->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 				 IB_DEVICE_SYS_IMAGE_GUID |
@@ -114,9 +115,11 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->max_qp_rd_atom = 16;
 	attr->max_qp_init_rd_atom = 16;
 	attr->atomic_cap = IB_ATOMIC_HCA;
-	attr->max_srq = info->max_srq;
-	attr->max_srq_wr = info->max_srq_wr;
-	attr->max_srq_sge = info->max_sge;
+	/* No kernel SRQs yet (a program's come from its provider, which
+	 * answers its own query_device). */
+	attr->max_srq = 0;
+	attr->max_srq_wr = 0;
+	attr->max_srq_sge = 0;
 	attr->max_pkeys = IBEMU_CTL_MAX_PKEYS;
 	attr->local_ca_ack_delay = 15;
 	return 0;

@@ -280,7 +280,7 @@ check "the kernel's RDMA consumer modules load beside ibemu.ko" load_ulps
 if lsmod | grep -q '^ib_ipoib '; then
   check "IPoIB creates ib0..ib3 on ibemu's ports" ipoib_netdevs
   before=$(data_records)
-  check "IPoIB's interfaces come up" ipoib_up
+  check "IPoIB's interfaces come up (administratively: the carrier waits for the broadcast join)" ipoib_up
   check "the daemon reads IPoIB's objects and receives (data channel records)" \
     ipoib_records "$before"
   check "IPoIB's interfaces down and up again" ipoib_down_up
