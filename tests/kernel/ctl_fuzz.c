@@ -1,6 +1,7 @@
 /*
  * ibemu-ctl-fuzz: throws bad input at ibemu.ko from a control file of its
- * own, which never adds a device, so nothing it does reaches ibemud's:
+ * own, which adds no device of ibemud's, so nothing it does reaches them
+ * (but --stand-in, below):
  *
  *   ibemu-ctl-fuzz N            N malformed or misdirected messages written to
  *                               /dev/ibemu, each refused with EINVAL: random
@@ -17,7 +18,17 @@
  *                               random sizes and polls, each answered as the
  *                               ABI says; then channels closed from one side,
  *                               the other or both at once under threads that
- *                               use them (R rounds, 60 by default).
+ *                               use them (R rounds, 60 by default). Last, a
+ *                               device of its own, and completions, events and
+ *                               copies aimed at what consumers create on it.
+ *   ibemu-ctl-fuzz --stand-in NAME N
+ *                               stands in for a stopped ibemud: adopts device
+ *                               NAME, reads the replay of its kernel objects
+ *                               and completes N of the receives it replays
+ *                               with IB_WC_LOC_LEN_ERR and vendor_err 0xbe17
+ *                               (the consumer logs them: IPoIB's "failed recv
+ *                               event"), then the same again, which the module
+ *                               drops (stale tokens).
  *   ibemu-ctl-fuzz --daemon PID IBEMU_IOC_OPEN_DATA on the control file of
  *                               ibemud (PID), borrowed with pidfd_getfd(): it
  *                               opens a channel (closed again at once), or says
@@ -36,6 +47,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -997,7 +1009,110 @@ static int daemon_channel(int pid) {
   return 0;
 }
 
+/* ---- standing in for the daemon ---- */
+
+struct recv_seen {
+  uint32_t qpn;
+  uint64_t token;
+};
+
+static int stand_in(const char* name, int want) {
+  char path[256];
+  snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports", name);
+  DIR* d = opendir(path);
+  int ports = 0;
+  for (struct dirent* e; d && (e = readdir(d));) ports += e->d_name[0] != '.';
+  if (d) closedir(d);
+  int ctl = open(CTL_PATH, O_RDWR);
+  int data = ctl < 0 ? -1 : open_data(ctl);
+  if (!ports || data < 0) {
+    fprintf(stderr, "no device %s, or no data channel\n", name);
+    return 1;
+  }
+  fcntl(data, F_SETFL, O_NONBLOCK);
+  struct ibemu_ctl_add_device m;
+  memset(&m, 0, sizeof(m));
+  m.hdr.type = IBEMU_CTL_ADD_DEVICE;
+  m.hdr.length = sizeof(m);
+  m.abi_version = IBEMU_CTL_ABI_VERSION;
+  m.num_ports = (unsigned char)ports;
+  snprintf(m.name, sizeof(m.name), "%s", name);
+  snprintf(m.node_desc, sizeof(m.node_desc), "ctl_fuzz stand-in");
+  m.node_guid = m.sys_image_guid = 0x0200f00d00000001ull;
+  m.max_qp = m.max_cq = m.max_mr = m.max_pd = 1024;
+  m.max_qp_wr = 4096;
+  m.max_sge = 16;
+  m.max_cqe = 65536;
+  m.max_mr_size = 1ull << 40;
+  m.kernel_qpn_first = 0xf00000;
+  m.kernel_qpn_count = 0xfffff;
+  /* Adopted (the daemon is gone): the module replays its objects here. */
+  if (write(ctl, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
+    perror("ADD_DEVICE");
+    return 1;
+  }
+  static uint64_t buf[IBEMU_DATA_MAX_BATCH / 8];
+  static struct recv_seen seen[4096];
+  static struct { uint32_t qpn, recv_cq; } qps[64];
+  int nseen = 0, nqp = 0;
+  long n;
+  struct pollfd p = {.fd = data, .events = POLLIN};
+  while (poll(&p, 1, 1000) == 1 && (n = raw_read(data, buf, sizeof(buf))) > 0) {
+    const unsigned char* b = (const unsigned char*)buf;
+    for (long at = 0; at < n;) {
+      struct ibemu_data_hdr h;
+      memcpy(&h, b + at, sizeof(h));
+      if (h.type == IBEMU_DATA_CREATE_QP && nqp < 64) {
+        struct ibemu_data_create_qp r;
+        memcpy(&r, b + at, sizeof(r));
+        qps[nqp].qpn = r.qpn;
+        qps[nqp++].recv_cq = r.recv_cq;
+      } else if (h.type == IBEMU_DATA_RECV_WQE && nseen < 4096) {
+        struct ibemu_data_recv_wqe r;
+        memcpy(&r, b + at, offsetof(struct ibemu_data_recv_wqe, sge));
+        seen[nseen].qpn = r.qpn;
+        seen[nseen++].token = r.token;
+      }
+      at += h.length;
+    }
+  }
+  printf("stand-in for %s: %d QPs and %d receives replayed\n", name, nqp, nseen);
+  /* The first QP's oldest receives, completed in order. */
+  static uint64_t batch[IBEMU_DATA_MAX_BATCH / 8];
+  int done = 0;
+  for (int i = 0; i < nseen && done < want; i++) {
+    if (seen[i].qpn != seen[0].qpn) continue;
+    struct ibemu_data_cqe c;
+    memset(&c, 0, sizeof(c));
+    c.hdr.type = IBEMU_DATA_CQE;
+    c.hdr.length = sizeof(c);
+    c.token = seen[i].token;
+    c.qpn = seen[i].qpn;
+    for (int q = 0; q < nqp; q++)
+      if (qps[q].qpn == c.qpn) c.cq = qps[q].recv_cq;
+    c.status = 1; /* IB_WC_LOC_LEN_ERR */
+    c.opcode = IBEMU_DATA_WC_RECV;
+    c.vendor_err = 0xbe17;
+    memcpy((unsigned char*)batch + done * sizeof(c), &c, sizeof(c));
+    done++;
+  }
+  struct ibemu_data_complete arg = {.records = (uint64_t)(uintptr_t)batch,
+                                    .length = (unsigned)(done * sizeof(struct ibemu_data_cqe))};
+  if (done < want || raw_ioctl(data, IBEMU_IOC_COMPLETE, &arg) != 0 ||
+      raw_ioctl(data, IBEMU_IOC_COMPLETE, &arg) != 0) {
+    fprintf(stderr, "%d receives to complete (%d wanted), or COMPLETE failed: %s\n", done, want,
+            strerror(errno));
+    return 1;
+  }
+  printf("stand-in for %s: %d receives of QP 0x%x completed, then again (stale)\n", name, done,
+         seen[0].qpn);
+  close(data);
+  close(ctl);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 3 && strcmp(argv[1], "--stand-in") == 0) return stand_in(argv[2], atoi(argv[3]));
   if (argc > 2 && strcmp(argv[1], "--data") == 0)
     return fuzz_data(atol(argv[2]), argc > 3 ? atol(argv[3]) : 60) ? 1 : 0;
   if (argc > 2 && strcmp(argv[1], "--daemon") == 0) return daemon_channel(atoi(argv[2]));

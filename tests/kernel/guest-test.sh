@@ -337,6 +337,24 @@ check "ibv_asyncwatch sees PORT_ERR" sh -c 'sleep 1; cat /tmp/asyncwatch.out; gr
 kill $watch_pid 2>/dev/null
 wait $watch_pid 2>/dev/null
 
+# With the daemon gone, a stand-in adopts ibemu0, gets IPoIB's receives
+# replayed and completes 8 with an error: the module matches each token to
+# its WQE, fills the work completion and fires the armed CQ, and IPoIB's
+# NAPI poll logs each failed receive. The same CQEs again are stale: dropped.
+FAILED_RECV='failed recv event \(status=1, .*vend_err 0xbe17\)'
+stand_in() {
+  before=$(dmesg | grep -cE "$FAILED_RECV")
+  "$BUILD/bin/ibemu-ctl-fuzz" --stand-in ibemu0 8
+  rc=$?
+  sleep 1
+  after=$(dmesg | grep -cE "$FAILED_RECV")
+  echo "stand-in exit $rc; IPoIB logged $((after - before)) failed receives"
+  [ "$rc" -eq 0 ] && [ $((after - before)) -eq 8 ] && no_kernel_problems
+}
+if lsmod | grep -q '^ib_ipoib '; then
+  check "completions reach IPoIB (a stand-in daemon completes 8 replayed receives)" stand_in
+fi
+
 check "a restarted daemon adopts the devices" sh -c \
   "$SRC/scripts/kernel-node.sh up && ibstat ibemu0 1 | grep -q 'State: Active'"
 # The restarted daemon's engine is empty: the module replays the kernel's
