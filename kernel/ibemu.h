@@ -4,7 +4,9 @@
  * stays in user space (the provider); the module owns what only a kernel can:
  * the devices in sysfs and /dev/infiniband, user contexts, completion
  * channels and async events, and the kernel QP0/QP1 that ib_mad and ib_umad
- * need. See docs/kernel-mode.md.
+ * need. Kernel consumers' other objects (CQs, DMA MRs, UD QPs) are shadowed
+ * here and carried out by the daemon's engine over the data channel. See
+ * docs/kernel-mode.md and docs/design/kernel-consumers.md.
  */
 #ifndef IBEMU_H
 #define IBEMU_H

@@ -4,7 +4,8 @@
  * AHs live in its provider and never reach the kernel; what does is its
  * context (for the async event file) and the CQs it binds to a completion
  * channel, whose events only the kernel can put on the channel. Kernel
- * consumers (ib_mad) get real PDs, CQs, AHs and QP0/QP1.
+ * consumers get real PDs, CQs (ibemu_cq.c), DMA MRs, AHs, QP0/QP1
+ * (ibemu_mad_qp.c) and UD QPs (ibemu_kqp.c).
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
