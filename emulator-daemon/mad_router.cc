@@ -327,6 +327,10 @@ void MadRouter::arrive_at_kernel(PortRef port, const Source& src, const uint8_t*
       if (auto resp = local->second(port, mad, len)) respond(port, src, resp->data(), resp->size());
       return;
     }
+    // ibemu-sm's SA serves on the daemon's umad file of its port, not on
+    // the kernel's: the requests it registered for are its own.
+    if (const Agent* server = server_for(port, mad[1], mad[2], mad[3]))
+      return give(*server, src, mad, len);
   }
   ++counters_.delivered;
   sink_(port, src.slid, src.qpn, mad::is_smp_class(mad[1]) ? 0 : 1, mad, len);

@@ -252,6 +252,26 @@ TEST_F(KernelPortTest, GivenAnSmpFromQp0ExpectTheSmasResponseOnQp0) {
   EXPECT_EQ(ni.node_guid(), cfg_.devices[0].node_guid);
 }
 
+TEST_F(KernelPortTest, GivenASaRequestFromTheKernelExpectIbemuSmsSaToServeItAndItsAnswerBack) {
+  // ibemu-sm's SA serves on the daemon's umad file; the kernel's ULPs (IPoIB
+  // joining its broadcast group) send from their QP1.
+  const uint32_t sa = register_agent(kSm, kSmPort, gsi(0x03, 2, {Method::kSet}));
+  auto req = request(0x03, 2, Method::kSet, uint16_t(SaAttr::kMcMemberRecord), 5);
+  mad::store_be64(req.data() + 8, 0x7700000005ull);
+  router_.send_from_port(kClientPort, 1, lid(kSmPort), req.data(), req.size());
+  ASSERT_EQ(got_.size(), 1u);
+  EXPECT_EQ(got_[0].first, kSm);
+  EXPECT_TRUE(arrived_.empty());
+  std::vector<uint8_t> resp(mad_of(got_[0].second), mad_of(got_[0].second) + mad::kMadSize);
+  resp[3] = uint8_t(Method::kGetResp);
+  ib_user_mad_hdr h = header(got_[0].second);
+  send(kSm, sa, ntohs(h.lid), resp);
+  ASSERT_EQ(arrived_.size(), 1u);
+  EXPECT_EQ(arrived_[0].port, kClientPort);
+  EXPECT_EQ(arrived_[0].dst_qp, 1u);
+  EXPECT_EQ(mad::load_be64(arrived_[0].mad.data() + 8), 0x7700000005ull);
+}
+
 TEST_F(KernelPortTest, GivenAnUnknownLidOrABadQpExpectNothingDelivered) {
   auto req = request(0x32, 1, Method::kGet, 0x0001, 1);
   router_.send_from_port(kClientPort, 1, 0x3333, req.data(), req.size());
