@@ -7,7 +7,7 @@ PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils rdmacm-utils perftest infiniband-diags python3-pyverbs opensm
   ucx-utils libucx-dev openmpi-bin libopenmpi-dev libfabric-bin
-  python3-pytest python3-venv python3-pip iproute2 procps tshark
+  python3-pytest python3-venv python3-pip iproute2 iputils-ping procps tshark
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static dkms
   clang libclang-rt-14-dev"
 missing=""

@@ -9,6 +9,9 @@
 #   kernel-node.sh up [--no-sm]      start ibemud (and ibemu-sm) on
 #                                    /etc/ibemu/ibemu.json if present; a
 #                                    second `up` starts the SM alone
+#   kernel-node.sh ipoib             give each port's IPoIB interface
+#                                    (ib_ipoib loaded) the port's address
+#                                    from ibemu's config, and bring it up
 #   kernel-node.sh down              stop them
 #   kernel-node.sh unload            remove ibemu.ko
 #
@@ -41,6 +44,30 @@ up)
   fi
   "$IBEMU" --runtime-dir "$RUNTIME" up --config "$config" "$@"
   ;;
+ipoib)
+  # An IPoIB interface's hardware address ends with its port's GID (RFC
+  # 4391): that names the port, whose address `ibemu status` knows.
+  "$IBEMU" --runtime-dir "$RUNTIME" status --json | python3 -c '
+import glob, json, subprocess, sys
+ports = json.load(sys.stdin).get("ip_addresses", [])
+netdevs = {}
+for path in glob.glob("/sys/class/net/*/address"):
+    hw = open(path).read().strip().replace(":", "")
+    if len(hw) == 40:
+        netdevs[hw[8:]] = path.split("/")[4]
+missing = 0
+for p in ports:
+    dev = netdevs.get(p["gid"])
+    if not dev:
+        print("kernel-node: no IPoIB interface for %s port %d" % (p["device"], p["port"]), file=sys.stderr)
+        missing += 1
+        continue
+    subprocess.run(["ip", "addr", "replace", "%s/%d" % (p["ipv4"], p["ipv4_prefix"]), "dev", dev], check=True)
+    subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+    print("%s: %s/%d (%s port %d)" % (dev, p["ipv4"], p["ipv4_prefix"], p["device"], p["port"]))
+sys.exit(1 if missing else 0)
+'
+  ;;
 down)
   "$IBEMU" --runtime-dir "$RUNTIME" down
   ;;
@@ -48,7 +75,7 @@ unload)
   rmmod ibemu
   ;;
 *)
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,19p' "$0" >&2
   exit 2
   ;;
 esac

@@ -285,6 +285,82 @@ if lsmod | grep -q '^ib_ipoib '; then
     ipoib_records "$before"
   check "IPoIB's interfaces down and up again" ipoib_down_up
 fi
+# IP over ibemu's engine. The SM defines the broadcast group IPoIB joins;
+# each interface gets its port's address (kernel-node.sh ipoib); ibemu1
+# port 1's moves into a network namespace, so that traffic between it and
+# ib0 crosses the fabric instead of the host's loopback.
+ipoib_carrier() {
+  ns=$1
+  for _ in $(seq 1 40); do
+    missing=0
+    for n in $(ip $ns -br link show | awk '/^ib/ {print $1}'); do
+      ip $ns link show "$n" | grep -q LOWER_UP || missing=1
+    done
+    [ $missing = 0 ] && return 0
+    sleep 1
+  done
+  ip $ns -br link show | grep '^ib'
+  dmesg | grep -E '\] ib[0-9]+: ' | tail -5
+  return 1
+}
+ipoib_addresses() {
+  ipoib_carrier "" && "$SRC/scripts/kernel-node.sh" ipoib > /tmp/ipoib-addresses &&
+    cat /tmp/ipoib-addresses
+}
+ipoib_namespace() {
+  peer=$(awk '/[(]ibemu1 port 1[)]/ {sub(":", "", $1); print $1 " " $2}' /tmp/ipoib-addresses)
+  set -- $peer
+  [ -n "${1:-}" ] && ip netns add ibpeer && ip link set "$1" netns ibpeer &&
+    ip -n ibpeer addr add "$2" dev "$1" && ip -n ibpeer link set lo up &&
+    ip -n ibpeer link set "$1" up && ipoib_carrier "-n ibpeer" && ip -n ibpeer -br addr
+}
+PEER_IP=10.73.0.3
+# A TCP stream of 4 MiB into the namespace, its digest compared.
+ipoib_tcp() {
+  ip netns exec ibpeer /usr/bin/python3 -c '
+import hashlib, socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("'$PEER_IP'", 7999)); s.listen(1); s.settimeout(120)
+c, _ = s.accept(); h = hashlib.sha256(); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    h.update(b); n += len(b)
+c.sendall(h.hexdigest().encode()); c.close()' &
+  server=$!
+  sleep 1
+  /usr/bin/python3 -c '
+import hashlib, os, socket, sys
+data = os.urandom(4 << 20)
+c = socket.create_connection(("'$PEER_IP'", 7999), timeout=120)
+c.sendall(data); c.shutdown(socket.SHUT_WR)
+got = c.recv(64).decode()
+print("4 MiB over TCP, digest", "matches" if got == hashlib.sha256(data).hexdigest() else "differs")
+sys.exit(got != hashlib.sha256(data).hexdigest())'
+  rc=$?
+  wait $server
+  [ $rc -eq 0 ] && no_kernel_problems
+}
+# What the plane carried: kernel QPs, and payload through the module's copies.
+plane_counts() {
+  ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
+import json, sys
+k = json.load(sys.stdin)["kernel"]
+p, c = k.get("plane", {}), k["data_channel"]
+print("plane:", json.dumps(p)); print("data channel:", json.dumps(c))
+qps = sum(d["qps"] for d in p.get("devices", []))
+sys.exit(0 if p.get("serving") and qps >= 4 and c["copies"] > 0 and not c["copy_errors"] else 1)'
+}
+if lsmod | grep -q '^ib_ipoib '; then
+  check "IPoIB joins the broadcast group and gets its ports' addresses" ipoib_addresses
+  check "ibemu1 port 1's interface in a network namespace" ipoib_namespace
+  check "ping over IPoIB into the namespace" ping -c 5 -W 5 "$PEER_IP"
+  check "ping over IPoIB out of the namespace" ip netns exec ibpeer ping -c 5 -W 5 10.73.0.1
+  check "ping -s 3000 over IPoIB (IP fragments)" ping -c 3 -W 5 -s 3000 "$PEER_IP"
+  check "ARP over IPoIB resolved the peer" sh -c "ip neigh show $PEER_IP | grep -q lladdr"
+  check "a TCP stream over IPoIB" ipoib_tcp
+  check "the daemon's kernel plane carried it" plane_counts
+fi
 # An SRP initiator's login to ibemu1's port: the CM's REQ needs its RC QP,
 # which is refused with an error, not a warning.
 srp_login() {
@@ -368,6 +444,12 @@ ipoib_replayed() {
 }
 if lsmod | grep -q '^ib_ipoib '; then
   check "IPoIB keeps ib0 across the restart (replayed to the new daemon)" ipoib_replayed
+  if ip netns list | grep -q ibpeer; then
+    # The ports went DOWN with the daemon; IPoIB joins again once they are
+    # ACTIVE, and its replayed QPs carry the ping.
+    check "ping over IPoIB after the daemon's restart" sh -c \
+      "ip netns exec ibpeer true && sleep 5 && ping -c 3 -w 60 $PEER_IP"
+  fi
 fi
 check "ibv_rc_pingpong after the restart" \
   pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
