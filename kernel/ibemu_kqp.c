@@ -579,6 +579,19 @@ int ibemu_destroy_kqp(struct ib_qp *ibqp)
 	(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE)
 
 /* Builds a UD send's record in its slot; 0 or -EINVAL. */
+
+/* A WR's scatter/gather list as the record carries it. */
+static void copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
+		      int num_sge)
+{
+	int i;
+
+	for (i = 0; i < num_sge; i++) {
+		to[i].addr = from[i].addr;
+		to[i].length = from[i].length;
+		to[i].lkey = from[i].lkey;
+	}
+}
 static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 		      u32 seq)
 {
@@ -641,11 +654,7 @@ static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 		r->inline_len = total;
 	} else {
 		r->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			r->sge[i].addr = wr->sg_list[i].addr;
-			r->sge[i].length = wr->sg_list[i].length;
-			r->sge[i].lkey = wr->sg_list[i].lkey;
-		}
+		copy_sges(r->sge, wr->sg_list, wr->num_sge);
 	}
 	m->wr_id = wr->wr_id;
 	m->len = len;
@@ -710,7 +719,7 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	unsigned long flags;
 	bool due = false;
 	u32 start;
-	int err = 0, i;
+	int err = 0;
 
 	spin_lock_irqsave(&k->lock, flags);
 	start = rq->head;
@@ -735,11 +744,7 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		r->token = make_token(k, true, rq->head);
 		r->qpn = ibqp->qp_num;
 		r->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			r->sge[i].addr = wr->sg_list[i].addr;
-			r->sge[i].length = wr->sg_list[i].length;
-			r->sge[i].lkey = wr->sg_list[i].lkey;
-		}
+		copy_sges(r->sge, wr->sg_list, wr->num_sge);
 		m->wr_id = wr->wr_id;
 		m->len = len;
 		m->wc_opcode = IB_WC_RECV;
