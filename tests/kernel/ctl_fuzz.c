@@ -852,6 +852,16 @@ static void live_copy(int data, long i) {
   if (want == ENOENT) tally(ENOENT);
 }
 
+/* The limits both of the fuzzer's own devices advertise (a small HCA's). */
+static void set_limits(struct ibemu_ctl_add_device* m) {
+  m->max_qp = m->max_cq = m->max_mr = m->max_pd = 1024;
+  m->max_qp_wr = 4096;
+  m->max_sge = 16;
+  m->max_cqe = 65536;
+  m->max_mr_size = 1ull << 40;
+  m->kernel_qpn_first = 0xf00000;
+}
+
 static int fuzz_live(int ctl, int data, long count) {
   struct ibemu_ctl_add_device m;
   memset(&m, 0, sizeof(m));
@@ -863,12 +873,7 @@ static int fuzz_live(int ctl, int data, long count) {
   snprintf(m.name, sizeof(m.name), "ibemufuzz%d", (int)getpid() % 1000);
   snprintf(m.node_desc, sizeof(m.node_desc), "ctl_fuzz");
   m.node_guid = m.sys_image_guid = 0x0200f00d00000000ull | (unsigned)getpid();
-  m.max_qp = m.max_cq = m.max_mr = m.max_pd = 1024;
-  m.max_qp_wr = 4096;
-  m.max_sge = 16;
-  m.max_cqe = 65536;
-  m.max_mr_size = 1ull << 40;
-  m.kernel_qpn_first = 0xf00000;
+  set_limits(&m);
   m.kernel_qpn_count = 0x1000;
   if (ibemu_ctl_validate(&m, sizeof(m)) || write(ctl, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
     perror("ADD_DEVICE of the fuzzer's device");
@@ -1039,12 +1044,7 @@ static int stand_in(const char* name, int want) {
   snprintf(m.name, sizeof(m.name), "%s", name);
   snprintf(m.node_desc, sizeof(m.node_desc), "ctl_fuzz stand-in");
   m.node_guid = m.sys_image_guid = 0x0200f00d00000001ull;
-  m.max_qp = m.max_cq = m.max_mr = m.max_pd = 1024;
-  m.max_qp_wr = 4096;
-  m.max_sge = 16;
-  m.max_cqe = 65536;
-  m.max_mr_size = 1ull << 40;
-  m.kernel_qpn_first = 0xf00000;
+  set_limits(&m);
   m.kernel_qpn_count = 0xfffff;
   /* Adopted (the daemon is gone): the module replays its objects here. */
   if (write(ctl, &m, sizeof(m)) != (ssize_t)sizeof(m)) {
