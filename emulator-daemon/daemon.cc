@@ -83,7 +83,9 @@ void Daemon::start() {
       [this](PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad, size_t len) {
         umad_.router().send_from_port(port, qpn, dlid, mad, len);
       },
-      [this](PortRef port, bool is_sm) { subnet_.set_is_sm(port, is_sm); });
+      [this](PortRef port, uint32_t set, uint32_t clear) {
+        subnet_.modify_capabilities(port, set, clear);
+      });
   if (kernel_mode) {
     umad_.router().set_port_sink(
         [this](PortRef port, uint16_t slid, uint32_t src_qp, uint32_t dst_qp, const uint8_t* mad,

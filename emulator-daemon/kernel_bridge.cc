@@ -37,7 +37,8 @@ KernelBridge::KernelBridge(boost::asio::io_context& io, const Config& config, co
 
 KernelBridge::~KernelBridge() { stop(); }
 
-bool KernelBridge::start(const std::string& path, Answer answer, Send send, SetIsSm set_is_sm) {
+bool KernelBridge::start(const std::string& path, Answer answer, Send send,
+                         ModifyCapabilities modify_capabilities) {
   if (config_.kernel == "off") return false;
   int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -48,7 +49,7 @@ bool KernelBridge::start(const std::string& path, Answer answer, Send send, SetI
   fd_.assign(fd);
   answer_ = std::move(answer);
   send_ = std::move(send);
-  set_is_sm_ = std::move(set_is_sm);
+  modify_capabilities_ = std::move(modify_capabilities);
   for (size_t d = 0; d < config_.devices.size(); ++d) add_device(static_cast<int>(d));
   for (const PortRef& p : subnet_.ports()) update_port(p);
   do_read();
@@ -166,9 +167,7 @@ void KernelBridge::on_port_cap(const uint8_t* msg) {
   ibemu_ctl_port_cap cap;
   std::memcpy(&cap, msg, sizeof(cap));
   if (!valid_port(cap.index, cap.port)) return;
-  const PortRef port{cap.index, cap.port};
-  if (cap.set_mask & mad::kCapIsSm) set_is_sm_(port, true);
-  if (cap.clear_mask & mad::kCapIsSm) set_is_sm_(port, false);
+  modify_capabilities_(PortRef{cap.index, cap.port}, cap.set_mask, cap.clear_mask);
 }
 
 bool KernelBridge::valid_port(int index, int port) const {

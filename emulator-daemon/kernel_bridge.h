@@ -34,9 +34,9 @@ class KernelBridge {
   using Send = std::function<void(PortRef port, uint32_t qpn, uint16_t dlid, const uint8_t* mad,
                                   size_t len)>;
 
-  /// Sets or clears a port's IsSM capability bit (an SM opened or closed
-  /// the kernel's issm file of the port).
-  using SetIsSm = std::function<void(PortRef port, bool is_sm)>;
+  /// Sets and clears a port's CapabilityMask bits: a kernel consumer's
+  /// ib_modify_port, IsSM when an SM opens or closes the port's issm file.
+  using ModifyCapabilities = std::function<void(PortRef port, uint32_t set, uint32_t clear)>;
 
   KernelBridge(boost::asio::io_context& io, const Config& config, const Subnet& subnet);
   ~KernelBridge();
@@ -44,7 +44,8 @@ class KernelBridge {
   /// Opens `path` and registers every device: true in kernel mode. False when
   /// the module is not loaded and the config says "auto"; throws
   /// std::runtime_error when it says "on", or when the module refuses.
-  bool start(const std::string& path, Answer answer, Send send, SetIsSm set_is_sm);
+  bool start(const std::string& path, Answer answer, Send send,
+             ModifyCapabilities modify_capabilities);
   void stop();
   bool active() const { return fd_.is_open(); }
 
@@ -85,7 +86,7 @@ class KernelBridge {
   boost::asio::posix::stream_descriptor fd_;
   Answer answer_;
   Send send_;
-  SetIsSm set_is_sm_;
+  ModifyCapabilities modify_capabilities_;
   std::array<uint8_t, 1024> buf_{};
   KernelBridgeCounters counters_;
   KernelDataChannel data_;

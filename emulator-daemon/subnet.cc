@@ -399,6 +399,18 @@ void Subnet::set_is_sm(PortRef p, bool is_sm) {
   notify(before);
 }
 
+void Subnet::modify_capabilities(PortRef p, uint32_t set, uint32_t clear) {
+  if (set & mad::kCapIsSm) set_is_sm(p, true);
+  if (clear & mad::kCapIsSm) set_is_sm(p, false);
+  const Hop h{p.device, p.port};
+  if (p.device < 0 || p.device >= int(cfg_.devices.size()) || p.port < 1 || !model_->valid(h))
+    return;
+  const auto before = snapshot();
+  PortModel& pm = model_->port(h);
+  pm.cap_mask = (pm.cap_mask | (set & ~mad::kCapIsSm)) & ~(clear & ~mad::kCapIsSm);
+  notify(before);
+}
+
 void Subnet::set_sm_info(PortRef p, uint8_t priority, mad::SmState state) {
   const Hop h{p.device, p.port};
   if (p.device < 0 || p.device >= int(cfg_.devices.size()) || p.port < 1 || !model_->valid(h))

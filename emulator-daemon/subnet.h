@@ -134,6 +134,10 @@ class Subnet {
   /// An SM that attaches starts DISCOVERING with priority 0; one that leaves
   /// is NOTACTIVE.
   void set_is_sm(PortRef p, bool is_sm);
+  /// A consumer's ib_modify_port: sets, then clears, CapabilityMask bits
+  /// (the kernel's CM announces IsCommunicationManagementSupported). IsSM
+  /// goes through set_is_sm.
+  void modify_capabilities(PortRef p, uint32_t set, uint32_t clear);
   /// What the SM on port `p` says of itself: the SMA of the port answers
   /// SubnGet(SMInfo) with this priority (0..15) and state (IBA 14.2.5.13).
   void set_sm_info(PortRef p, uint8_t priority, mad::SmState state);

@@ -204,8 +204,9 @@ static int ibemu_modify_port(struct ib_device *ibdev, u32 port_num, int mask,
 
 	if (mask & (IB_PORT_SHUTDOWN | IB_PORT_INIT_TYPE))
 		return -EOPNOTSUPP;
-	if ((msg.set_mask | msg.clear_mask) & ~IB_PORT_SM)
-		return -EOPNOTSUPP;
+	/* Any PortInfo:CapabilityMask bit, as ConnectX takes them: ib_cm
+	 * sets IsCommunicationManagementSupported and fails to add a device
+	 * that refuses it, which leaves rdma_cm without a CM (EINVAL). */
 	if (!msg.set_mask && !msg.clear_mask)
 		return 0;
 	return ibemu_ctl_send(to_dev(ibdev), &msg, sizeof(msg)) ? 0 : -ENODEV;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace ibemu::sm {
 
@@ -39,18 +40,29 @@ bool is_ipoib_broadcast(const uint8_t* mgid) {
          std::memcmp(mgid + 6, kTail, sizeof(kTail)) == 0;
 }
 
-// IBA 15.2.5.16 Rate: the enum for a link's Gb/s, or the largest below it.
+// IBA 15.2.5.16 Rate: enum values are not in order of speed.
+constexpr std::pair<double, uint8_t> kRates[] = {
+    {2.5, 2},  {5, 5},    {10, 3},   {14, 11},  {20, 6},   {25, 15},  {30, 4},   {40, 7},
+    {50, 20},  {56, 12},  {60, 8},   {80, 9},   {100, 16}, {112, 13}, {120, 10}, {168, 14},
+    {200, 17}, {300, 18}, {400, 21}, {600, 22}, {800, 24}, {1200, 25}};
+
+// The enum for a link's Gb/s, or the largest below it.
 uint8_t rate_enum(double gbps) {
-  static const std::pair<double, uint8_t> kRates[] = {
-      {2.5, 2},  {5, 5},    {10, 3},   {14, 11},  {20, 6},   {25, 15},  {30, 4},   {40, 7},
-      {50, 20},  {56, 12},  {60, 8},   {80, 9},   {100, 16}, {112, 13}, {120, 10}, {168, 14},
-      {200, 17}, {300, 18}, {400, 21}, {600, 22}, {800, 24}, {1200, 25}};
   uint8_t best = 2;
   double best_gbps = 0;
   for (auto [g, e] : kRates)
     if (g <= gbps + 0.01 && g >= best_gbps) best = e, best_gbps = g;
   return best;
 }
+
+// The Gb/s of a rate enum; 0 for a reserved value.
+double rate_gbps(uint8_t rate) {
+  for (auto [g, e] : kRates)
+    if (e == rate) return g;
+  return 0;
+}
+
+uint8_t slower_rate(uint8_t a, uint8_t b) { return rate_gbps(a) <= rate_gbps(b) ? a : b; }
 
 double port_gbps(const mad::PortInfo& pi) {
   double lane = 2.5;
@@ -83,18 +95,56 @@ double port_gbps(const mad::PortInfo& pi) {
 }
 
 // IBA 15.2.5.16: MTU, Rate and PacketLifeTime selectors (0 greater than,
-// 1 less than, 2 exactly, 3 the largest available).
-bool selector_ok(uint8_t selector, uint8_t wanted, uint8_t actual) {
+// 1 less than, 2 exactly, 3 the largest available). MTU and PacketLifeTime
+// enums are in order of size; rates compare by speed.
+constexpr uint8_t kSelectorGreater = 0, kSelectorLess = 1;
+
+bool selector_ok(uint8_t selector, double wanted, double actual) {
   switch (selector) {
-    case 0:
+    case kSelectorGreater:
       return actual > wanted;
-    case 1:
+    case kSelectorLess:
       return actual < wanted;
-    case 2:
+    case kSelectorExactly:
       return actual == wanted;
     default:
       return true;
   }
+}
+
+// What a new multicast group gets for a component its creator may select
+// (IBA C15-0.2.3 lets the creator choose MTU, rate and packet lifetime):
+// the best the fabric offers when that satisfies the request, else the
+// nearest value that does; nullopt when none does. IPoIB creates its groups
+// with the broadcast group's values, selected exactly, and the kernel's
+// multicast code refuses an answer that differs (cmp_rec: EINVAL).
+std::optional<uint8_t> group_mtu(bool given, uint8_t selector, uint8_t wanted, uint8_t max) {
+  if (!given || selector_ok(selector, wanted, max)) return max;
+  if (selector == kSelectorExactly && wanted >= 1 && wanted <= max) return wanted;
+  if (selector == kSelectorLess && wanted > 1) return std::min<uint8_t>(max, wanted - 1);
+  return std::nullopt;
+}
+
+std::optional<uint8_t> group_rate(bool given, uint8_t selector, uint8_t wanted, uint8_t port) {
+  const double want = rate_gbps(wanted), best = rate_gbps(port);
+  if (!given || selector_ok(selector, want, best)) return port;
+  if (selector == kSelectorExactly && want > 0 && want <= best) return wanted;
+  const uint8_t below = rate_enum(want - 1);
+  if (selector == kSelectorLess && rate_gbps(below) < want) return below;
+  return std::nullopt;
+}
+
+std::optional<uint8_t> group_life_time(bool given, uint8_t selector, uint8_t wanted) {
+  if (!given || selector_ok(selector, wanted, kPacketLifeTime)) return kPacketLifeTime;
+  if (selector == kSelectorExactly) return wanted;
+  if (selector == kSelectorGreater && wanted < 63) return uint8_t(wanted + 1);
+  if (selector == kSelectorLess && wanted > 0) return uint8_t(wanted - 1);
+  return std::nullopt;
+}
+
+// A component's selector, "exactly" when the request leaves it out.
+uint8_t selector(uint8_t given, uint64_t mask, uint64_t selector_bit) {
+  return (mask & selector_bit) ? given : kSelectorExactly;
 }
 
 bool is_zero(const uint8_t* gid) {
@@ -248,11 +298,11 @@ SaStatus SubnetAdministrator::path_records(const uint8_t* query, uint64_t mask,
     r.set_mtu_selector(kSelectorExactly);
     r.set_mtu(std::min(src->mtu, dst.mtu));
     r.set_rate_selector(kSelectorExactly);
-    r.set_rate(std::min(src->rate, dst.rate));
+    r.set_rate(slower_rate(src->rate, dst.rate));
     r.set_packet_life_time_selector(kSelectorExactly);
     r.set_packet_life_time(kPacketLifeTime);
     if ((mask & pm::kMtu) &&
-        !selector_ok((mask & pm::kMtuSelector) ? q.mtu_selector() : 2, q.mtu(), r.mtu()))
+        !selector_ok(selector(q.mtu_selector(), mask, pm::kMtuSelector), q.mtu(), r.mtu()))
       continue;
     out->push_back(bytes_of(r));
   }
@@ -303,25 +353,47 @@ SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records*
     if (!(q.join_state() & mad::kJoinFullMember)) return SaStatus::kReqInvalid;
     const uint16_t mlid = assign_mlid();
     if (!mlid) return SaStatus::kNoResources;
+    const uint8_t max_mtu = ipoib_broadcast ? std::min(port->mtu, kIpoibMtu) : port->mtu;
+    const auto mtu = group_mtu(mask & mm::kMtu, selector(q.mtu_selector(), mask, mm::kMtuSelector),
+                               q.mtu(), max_mtu);
+    const auto rate =
+        group_rate(mask & mm::kRate, selector(q.rate_selector(), mask, mm::kRateSelector),
+                   q.rate(), port->rate);
+    const auto life = group_life_time(
+        mask & mm::kPacketLifeTime,
+        selector(q.packet_life_time_selector(), mask, mm::kPacketLifeTimeSelector),
+        q.packet_life_time());
+    if (!mtu || !rate || !life) return SaStatus::kReqInvalid;
     McGroup g;
     g.record = q;
     const Gid mgid = named ? to_gid(q.mgid()) : assign_mgid();
     std::memcpy(g.record.mgid(), mgid.data(), 16);
     g.record.set_mlid(mlid);
     g.record.set_mtu_selector(kSelectorExactly);
-    g.record.set_mtu(ipoib_broadcast ? std::min(port->mtu, kIpoibMtu) : port->mtu);
+    g.record.set_mtu(*mtu);
     g.record.set_rate_selector(kSelectorExactly);
-    g.record.set_rate(port->rate);
+    g.record.set_rate(*rate);
     g.record.set_packet_life_time_selector(kSelectorExactly);
-    g.record.set_packet_life_time(kPacketLifeTime);
+    g.record.set_packet_life_time(*life);
     g.record.set_scope(mgid[1] & 0x0f);
     it = groups_.emplace(mgid, g).first;
   } else {
     // Joining an existing group: what the request gives must be the group's.
     const McMemberRecord& r = it->second.record;
+    const bool mtu_ok = !(mask & mm::kMtu) ||
+                        selector_ok(selector(q.mtu_selector(), mask, mm::kMtuSelector), q.mtu(),
+                                    r.mtu());
+    const bool rate_ok =
+        !(mask & mm::kRate) ||
+        selector_ok(selector(q.rate_selector(), mask, mm::kRateSelector), rate_gbps(q.rate()),
+                    rate_gbps(r.rate()));
+    const bool life_ok =
+        !(mask & mm::kPacketLifeTime) ||
+        selector_ok(selector(q.packet_life_time_selector(), mask, mm::kPacketLifeTimeSelector),
+                    q.packet_life_time(), r.packet_life_time());
     if (((mask & mm::kQkey) && q.qkey() != r.qkey()) ||
         ((mask & mm::kPkey) && q.pkey() != r.pkey()) ||
-        ((mask & mm::kMlid) && q.mlid() != r.mlid()) || ((mask & mm::kMtu) && q.mtu() > r.mtu()))
+        ((mask & mm::kMlid) && q.mlid() != r.mlid()) || !mtu_ok || !rate_ok || !life_ok)
       return SaStatus::kReqInvalid;
   }
   uint8_t& state = it->second.members[to_gid(q.port_gid())];

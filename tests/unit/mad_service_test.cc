@@ -430,6 +430,53 @@ TEST_F(SaTest, GivenIpoibsBroadcastJoinNamingOnlyMgidAndPkeyExpectTheGroupIpoibE
   EXPECT_EQ(status(r), uint16_t(mad::SaStatus::kInsufficientComponents));
 }
 
+TEST_F(SaTest, GivenACreatingJoinSelectingMtuRateAndLifeTimeExpectTheGroupToHaveThem) {
+  // IPoIB creates its other groups (all-hosts, IPv6 all-nodes, solicited
+  // nodes) with the broadcast group's MTU, rate and packet lifetime, each
+  // selected "exactly"; the kernel refuses an answer that differs.
+  namespace mm = mad::mcmember_mask;
+  const uint64_t create = kJoinMask | mm::kMtuSelector | mm::kMtu | mm::kRateSelector |
+                          mm::kRate | mm::kPacketLifeTimeSelector | mm::kPacketLifeTime;
+  auto a = member(kClientPort, 7);
+  a.set_mtu_selector(2);
+  a.set_mtu(4);  // 2048, below the ports' 4096
+  a.set_rate_selector(2);
+  a.set_rate(3);  // 10 Gb/s, below the ports' rate
+  a.set_packet_life_time_selector(2);
+  a.set_packet_life_time(18);
+  auto r = ask(Method::kSet, SaAttr::kMcMemberRecord, create, a.bytes.data(), 52);
+  ASSERT_EQ(status(r), 0);
+  mad::McMemberRecord g;
+  std::memcpy(g.bytes.data(), r.data() + mad::kSaDataOffset, 52);
+  EXPECT_EQ(g.mtu(), 4);
+  EXPECT_EQ(g.rate(), 3);
+  EXPECT_EQ(g.packet_life_time(), 18);
+  // Another port asking for a larger MTU than the group's is refused.
+  auto b = member(kSmPort, 7);
+  b.set_mtu_selector(2);
+  b.set_mtu(5);
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, kJoinMask | mm::kMtuSelector | mm::kMtu,
+          b.bytes.data(), 52, kSmPort);
+  EXPECT_EQ(status(r), uint16_t(mad::SaStatus::kReqInvalid));
+  b.set_mtu_selector(1);  // less than 4096: the group's 2048 does
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, kJoinMask | mm::kMtuSelector | mm::kMtu,
+          b.bytes.data(), 52, kSmPort);
+  EXPECT_EQ(status(r), 0);
+  // A group no port can carry is not created.
+  auto c = member(kClientPort, 8);
+  c.set_mtu_selector(0);
+  c.set_mtu(5);  // more than 4096
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, kJoinMask | mm::kMtuSelector | mm::kMtu,
+          c.bytes.data(), 52);
+  EXPECT_EQ(status(r), uint16_t(mad::SaStatus::kReqInvalid));
+  // Without selectors the group gets the best the port offers.
+  auto d = member(kClientPort, 9);
+  r = ask(Method::kSet, SaAttr::kMcMemberRecord, kJoinMask, d.bytes.data(), 52);
+  ASSERT_EQ(status(r), 0);
+  std::memcpy(g.bytes.data(), r.data() + mad::kSaDataOffset, 52);
+  EXPECT_EQ(g.mtu(), 5);
+}
+
 TEST_F(SaTest, NodeRecordsOnePerCaPortAndSwitch) {
   auto r = ask(Method::kGetTable, SaAttr::kNodeRecord, 0, nullptr, 0);
   ASSERT_EQ(status(r), 0);

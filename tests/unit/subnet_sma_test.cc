@@ -354,6 +354,23 @@ TEST_F(SmaTest, IsSmBitAndSmInfo) {
   EXPECT_EQ(subnet_.sm_info(kSm).state, mad::SmState::kNotActive);
 }
 
+// The kernel's CM announces itself through ib_modify_port; PortInfo then
+// carries the bit, and IsSM set that way attaches an SM as set_is_sm does.
+TEST_F(SmaTest, ConsumersSetAndClearCapabilityBits) {
+  const uint32_t cm = mad::kCapIsCommunicationManagementSupported;
+  const uint32_t before = subnet_.port(kSm).cap_mask;
+  subnet_.modify_capabilities(kSm, 0, cm);
+  EXPECT_EQ(subnet_.port(kSm).cap_mask, before & ~cm);
+  EXPECT_FALSE(port_info({}).capability_mask() & cm);
+  subnet_.modify_capabilities(kSm, cm | mad::kCapIsSm, 0);
+  EXPECT_TRUE(port_info({}).capability_mask() & cm);
+  EXPECT_EQ(subnet_.sm_info(kSm).state, mad::SmState::kDiscovering);
+  subnet_.modify_capabilities(kSm, 0, mad::kCapIsSm);
+  EXPECT_EQ(subnet_.port(kSm).cap_mask, before | cm);
+  EXPECT_EQ(subnet_.sm_info(kSm).state, mad::SmState::kNotActive);
+  subnet_.modify_capabilities(PortRef{-1, 1}, cm, 0);  // no such port: ignored
+}
+
 TEST_F(SmaTest, GuidInfoAndPKeyTable) {
   auto r = send(subnet_, kSm, dr_get(AttrId::kGuidInfo, 0, {}));
   EXPECT_EQ(r->get_attr<mad::GuidInfo>().guid(0), 0x0002c90300000101ull);
