@@ -45,6 +45,11 @@ struct ibemu_port_attr {
 
 struct ibemu_dev {
 	struct ib_device ibdev;
+	/* The HCA's place in the device tree, as a PCI function is a real
+	 * one's: ib_core and IPoIB put the device's IPoIB interfaces under it
+	 * (/sys/class/infiniband/<dev>/device/net/), where programs look for
+	 * a device's IP addresses. */
+	struct platform_device *parent;
 	struct list_head node; /* ibemu_devices, under ibemu_devices_mutex */
 	struct ibemu_ctl_add_device info;
 	/* Guards ports[] and mad_qp[] (taken in the MAD paths, any context). */

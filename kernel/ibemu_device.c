@@ -4,6 +4,7 @@
  * whose changes raise the async events (IBA 11.6.3) that ib_core hands to
  * its clients and to every verbs context's async event file.
  */
+#include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 
@@ -80,17 +81,29 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 		sizeof(dev->ibdev.node_desc));
 	ib_set_device_ops(&dev->ibdev, &ibemu_dev_ops);
 
+	dev->parent = platform_device_register_simple(info->name,
+						      PLATFORM_DEVID_NONE,
+						      NULL, 0);
+	if (IS_ERR(dev->parent)) {
+		err = PTR_ERR(dev->parent);
+		goto fail;
+	}
+	dev->ibdev.dev.parent = &dev->parent->dev;
 	/* No DMA device: ib_core maps kernel buffers to their virtual
 	 * addresses, which is what the MAD QPs copy from and to. */
 	err = ib_register_device(&dev->ibdev, info->name, NULL);
 	if (err) {
-		destroy_workqueue(dev->event_wq);
-		ida_destroy(&dev->mr_indexes);
-		ib_dealloc_device(&dev->ibdev);
-		return ERR_PTR(err);
+		platform_device_unregister(dev->parent);
+		goto fail;
 	}
 	list_add_tail(&dev->node, &ibemu_devices);
 	return dev;
+
+fail:
+	destroy_workqueue(dev->event_wq);
+	ida_destroy(&dev->mr_indexes);
+	ib_dealloc_device(&dev->ibdev);
+	return ERR_PTR(err);
 }
 
 void ibemu_destroy_device(struct ibemu_dev *dev)
@@ -98,6 +111,7 @@ void ibemu_destroy_device(struct ibemu_dev *dev)
 	lockdep_assert_held(&ibemu_devices_mutex);
 	list_del(&dev->node);
 	ib_unregister_device(&dev->ibdev);
+	platform_device_unregister(dev->parent);
 	/* Consumers have destroyed their objects (ib_core's unregister). */
 	destroy_workqueue(dev->event_wq);
 	ida_destroy(&dev->mr_indexes);

@@ -361,6 +361,79 @@ if lsmod | grep -q '^ib_ipoib '; then
   check "a TCP stream over IPoIB" ipoib_tcp
   check "the daemon's kernel plane carried it" plane_counts
 fi
+# The kernel's rdma_cm over IPoIB's addresses, with Debian's librdmacm and
+# no ibemu environment: ib_cm's MADs set up the connection, the QPs are the
+# provider's. Servers run in the namespace, clients outside, so that the CM's
+# messages cross the fabric. READY says when the server is ready: "listen"
+# for an rdma_cm listener of the namespace, else a pattern of its output.
+ns_ready() { # ns_ready READY
+  for _ in $(seq 1 150); do
+    if [ "$1" = listen ]; then
+      ip netns exec ibpeer rdma res show cm_id | grep -q 'state LISTEN' && return 0
+    else
+      grep -q "$1" /tmp/server.out && return 0
+    fi
+    sleep 0.2
+  done
+  echo "the server did not get ready ($1)"
+}
+ns_pair() { # ns_pair SECONDS READY SERVER_CMD -- CLIENT_CMD
+  seconds=$1
+  ready=$2
+  shift 2
+  server=""
+  while [ "$1" != "--" ]; do server="$server $1"; shift; done
+  shift
+  : > /tmp/server.out
+  # Line-buffered: READY may be a line the server prints into a file.
+  timeout "$seconds" ip netns exec ibpeer stdbuf -oL $server > /tmp/server.out 2>&1 &
+  spid=$!
+  ns_ready "$ready"
+  timeout "$seconds" "$@"
+  crc=$?
+  wait $spid
+  src=$?
+  echo "--- server (exit $src):"
+  cat /tmp/server.out
+  [ $crc -eq 0 ] && [ $src -eq 0 ]
+}
+# Where rdma-core's tests look for a device's IP address.
+device_net() {
+  ls /sys/class/infiniband/ibemu0/device/net/ /sys/class/infiniband/ibemu1/device/net/ &&
+    [ -e /sys/class/infiniband/ibemu0/device/net/ib0 ] &&
+    [ -e /sys/class/infiniband/ibemu1/device/net/ib3 ]
+}
+if ip netns list | grep -q ibpeer; then
+  check "each device's IPoIB interfaces under its sysfs device (device/net)" device_net
+  check "rping through the kernel's rdma_cm" \
+    ns_pair 60 listen rping -s -a "$PEER_IP" -C 10 -- rping -c -a "$PEER_IP" -C 10 -v
+  check "ucmatose (RC, 4 connections)" \
+    ns_pair 60 listen ucmatose -c 4 -C 10 -- ucmatose -s "$PEER_IP" -c 4 -C 10
+  check "udaddy (UD, SIDR)" ns_pair 60 listen udaddy -C 10 -- udaddy -s "$PEER_IP" -C 10
+  check "mckey (a multicast group joined through rdma_cm and the SA)" \
+    ns_pair 60 "receiving data" mckey -m 239.1.2.3 -b "$PEER_IP" -C 10 -- \
+    mckey -m 239.1.2.3 -b 10.73.0.1 -s -C 10
+  check "ib_send_bw -R (perftest over rdma_cm)" \
+    ns_pair 120 listen ib_send_bw -R -F -n 100 -- ib_send_bw -R -F -n 100 "$PEER_IP"
+fi
+# rdma-core's own rdma_cm tests, from its release's python3-pyverbs: they
+# take ibemu0's address from device/net (ib0's) and connect to it, through
+# the kernel's rdma_cm; none may be skipped for want of an address.
+RDMA_CORE_TESTS=/usr/share/doc/rdma-core/tests
+pyverbs_rdmacm() {
+  rm -rf /tmp/rdma-core-tests && cp -r "$RDMA_CORE_TESTS" /tmp/rdma-core-tests &&
+    find /tmp/rdma-core-tests -name '*.gz' -exec gunzip -f {} + || return 1
+  timeout 300 /usr/bin/python3 "$SRC/tests/portability/suite_run.py" /tmp/rdma-core-tests \
+    "$SRC/tests/portability/expected-failures" --dev ibemu0 -v test_rdmacm > /tmp/suite.out 2>&1
+  rc=$?
+  grep -E ' \.\.\. |^suite-' /tmp/suite.out
+  [ $rc -eq 0 ] && grep -q '^suite-skipped: 0$' /tmp/suite.out &&
+    ! grep -q '^suite-passed: 0$' /tmp/suite.out
+}
+if ip netns list | grep -q ibpeer && [ -f "$RDMA_CORE_TESTS/test_rdmacm.py" ] &&
+  /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
+  check "rdma-core's rdma_cm tests (pyverbs) on ib0's address, none skipped" pyverbs_rdmacm
+fi
 # An SRP initiator's login to ibemu1's port: the CM's REQ needs its RC QP,
 # which is refused with an error, not a warning.
 srp_login() {
