@@ -357,12 +357,12 @@ SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records*
     const auto mtu = group_mtu(mask & mm::kMtu, selector(q.mtu_selector(), mask, mm::kMtuSelector),
                                q.mtu(), max_mtu);
     const auto rate =
-        group_rate(mask & mm::kRate, selector(q.rate_selector(), mask, mm::kRateSelector),
-                   q.rate(), port->rate);
-    const auto life = group_life_time(
-        mask & mm::kPacketLifeTime,
-        selector(q.packet_life_time_selector(), mask, mm::kPacketLifeTimeSelector),
-        q.packet_life_time());
+        group_rate(mask & mm::kRate, selector(q.rate_selector(), mask, mm::kRateSelector), q.rate(),
+                   port->rate);
+    const auto life =
+        group_life_time(mask & mm::kPacketLifeTime,
+                        selector(q.packet_life_time_selector(), mask, mm::kPacketLifeTimeSelector),
+                        q.packet_life_time());
     if (!mtu || !rate || !life) return SaStatus::kReqInvalid;
     McGroup g;
     g.record = q;
@@ -380,13 +380,12 @@ SaStatus SubnetAdministrator::join(const uint8_t* query, uint64_t mask, Records*
   } else {
     // Joining an existing group: what the request gives must be the group's.
     const McMemberRecord& r = it->second.record;
-    const bool mtu_ok = !(mask & mm::kMtu) ||
-                        selector_ok(selector(q.mtu_selector(), mask, mm::kMtuSelector), q.mtu(),
-                                    r.mtu());
+    const bool mtu_ok =
+        !(mask & mm::kMtu) ||
+        selector_ok(selector(q.mtu_selector(), mask, mm::kMtuSelector), q.mtu(), r.mtu());
     const bool rate_ok =
-        !(mask & mm::kRate) ||
-        selector_ok(selector(q.rate_selector(), mask, mm::kRateSelector), rate_gbps(q.rate()),
-                    rate_gbps(r.rate()));
+        !(mask & mm::kRate) || selector_ok(selector(q.rate_selector(), mask, mm::kRateSelector),
+                                           rate_gbps(q.rate()), rate_gbps(r.rate()));
     const bool life_ok =
         !(mask & mm::kPacketLifeTime) ||
         selector_ok(selector(q.packet_life_time_selector(), mask, mm::kPacketLifeTimeSelector),

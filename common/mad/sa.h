@@ -135,9 +135,8 @@ inline constexpr uint64_t kMgid = 1ull << 0, kPortGid = 1ull << 1, kQkey = 1ull 
                           kMlid = 1ull << 3, kMtuSelector = 1ull << 4, kMtu = 1ull << 5,
                           kTclass = 1ull << 6, kPkey = 1ull << 7, kRateSelector = 1ull << 8,
                           kRate = 1ull << 9, kPacketLifeTimeSelector = 1ull << 10,
-                          kPacketLifeTime = 1ull << 11, kSl = 1ull << 12,
-                          kFlowLabel = 1ull << 13, kHopLimit = 1ull << 14, kScope = 1ull << 15,
-                          kJoinState = 1ull << 16;
+                          kPacketLifeTime = 1ull << 11, kSl = 1ull << 12, kFlowLabel = 1ull << 13,
+                          kHopLimit = 1ull << 14, kScope = 1ull << 15, kJoinState = 1ull << 16;
 }
 
 /// IBA 15.2.5.17: MCMemberRecord:JoinState bits.

@@ -435,8 +435,8 @@ TEST_F(SaTest, GivenACreatingJoinSelectingMtuRateAndLifeTimeExpectTheGroupToHave
   // nodes) with the broadcast group's MTU, rate and packet lifetime, each
   // selected "exactly"; the kernel refuses an answer that differs.
   namespace mm = mad::mcmember_mask;
-  const uint64_t create = kJoinMask | mm::kMtuSelector | mm::kMtu | mm::kRateSelector |
-                          mm::kRate | mm::kPacketLifeTimeSelector | mm::kPacketLifeTime;
+  const uint64_t create = kJoinMask | mm::kMtuSelector | mm::kMtu | mm::kRateSelector | mm::kRate |
+                          mm::kPacketLifeTimeSelector | mm::kPacketLifeTime;
   auto a = member(kClientPort, 7);
   a.set_mtu_selector(2);
   a.set_mtu(4);  // 2048, below the ports' 4096
