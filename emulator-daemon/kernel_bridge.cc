@@ -91,6 +91,9 @@ void KernelBridge::add_device(int index) {
   copy_name(m.node_desc, dev.node_desc);
   m.node_guid = dev.node_guid;
   m.sys_image_guid = dev.sys_image_guid;
+  m.subnet_prefix = subnet_.port(PortRef{index, 1}).subnet_prefix;
+  for (int port = 1; port <= dev.ports; ++port)
+    m.port_guids[port - 1] = subnet_.port(PortRef{index, port}).port_guid;
   m.fw_ver = fw_ver_number(dev.fw_ver);
   m.vendor_id = dev.vendor_id;
   m.vendor_part_id = dev.vendor_part_id;

@@ -24,8 +24,8 @@
 #include <linux/types.h>
 
 /* 3: the data channel (IBEMU_IOC_*, struct ibemu_data_*) and the kernel QPN
- * block and FRWR limit of ADD_DEVICE. */
-#define IBEMU_CTL_ABI_VERSION 3
+ * block and FRWR limit of ADD_DEVICE. 4: the ports' GIDs in ADD_DEVICE. */
+#define IBEMU_CTL_ABI_VERSION 4
 #define IBEMU_CTL_DEVICE_NAME "ibemu"
 #define IBEMU_CTL_NAME_MAX 64
 #define IBEMU_CTL_MAX_PORTS 8
@@ -101,6 +101,13 @@ struct ibemu_ctl_add_device {
 	 * fast registration (IB_DEVICE_MEM_MGT_EXTENSIONS unadvertised). */
 	__u32 max_fast_reg_pages;
 	__u32 reserved2; /* 0 */
+	/*
+	 * Each port's GID from the start (SET_PORT may change it later): the
+	 * consumers that ib_register_device() adds the device to, IPoIB among
+	 * them, read it at once. Ports past num_ports: 0.
+	 */
+	__u64 subnet_prefix;
+	__u64 port_guids[IBEMU_CTL_MAX_PORTS];
 };
 
 /* The attributes of one port as its SMA holds them (IBA 14.2.5.6). */

@@ -76,6 +76,9 @@ static int check_add_device(const struct ibemu_ctl_add_device *m)
 	if (m->max_fast_reg_pages > IBEMU_CTL_MAX_FAST_REG_PAGES ||
 	    m->reserved2)
 		return -EINVAL;
+	for (int i = m->num_ports; i < IBEMU_CTL_MAX_PORTS; i++)
+		if (m->port_guids[i])
+			return -EINVAL;
 	return 0;
 }
 

@@ -66,6 +66,8 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 		dev->ports[i].active_width = IB_WIDTH_4X;
 		dev->ports[i].active_speed = IB_SPEED_EDR;
 		dev->ports[i].pkeys[0] = 0xffff;
+		dev->ports[i].subnet_prefix = info->subnet_prefix;
+		dev->ports[i].port_guid = info->port_guids[i];
 		port_without_daemon(&dev->ports[i]);
 	}
 

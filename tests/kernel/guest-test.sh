@@ -564,6 +564,17 @@ if lsmod | grep -q '^ib_ipoib '; then
   # IPoIB's netdevs went with the devices, and their QPs and CQs with them.
   check "rmmod ibemu with IPoIB loaded: its netdevs go, no warning" \
     sh -c "! ip -br link show | grep -q '^ib[0-9]' && ! dmesg | sed -n '/ibemu-qemu-script-start/,\$p' | grep -E '$KERNEL_PROBLEMS'"
+  # The order at boot: IPoIB is loaded before the daemon adds the devices,
+  # and finds each port's GID as ib_register_device() adds it.
+  ipoib_first() {
+    $UNSANITIZED "$SRC/scripts/kernel-node.sh" load $IBEMU_KO &&
+      "$SRC/scripts/kernel-node.sh" up > /dev/null && ipoib_netdevs
+    rc=$?
+    "$SRC/scripts/kernel-node.sh" down > /dev/null
+    "$SRC/scripts/kernel-node.sh" unload
+    [ $rc -eq 0 ]
+  }
+  check "IPoIB loaded before the daemon adds the devices gets ib0..ib3" ipoib_first
 fi
 
 # No-kernel mode on a host whose kernel has RDMA devices (netlink answers

@@ -70,9 +70,24 @@ TEST(KernelControlValidate, RefusesBadDevices) {
   }
 }
 
-// ABI 3 appended the kernel QPN block and the FRWR limit to ABI 2's layout.
-static_assert(sizeof(ibemu_ctl_add_device) == 240);
+// ABI 3 appended the kernel QPN block and the FRWR limit to ABI 2's layout,
+// ABI 4 the ports' GIDs.
+static_assert(sizeof(ibemu_ctl_add_device) == 312);
 static_assert(offsetof(ibemu_ctl_add_device, kernel_qpn_first) == 224);
+static_assert(offsetof(ibemu_ctl_add_device, subnet_prefix) == 240);
+
+TEST(KernelControlValidate, TakesPortGuidsOfTheDevicesPortsOnly) {
+  auto m = valid_device();
+  m.subnet_prefix = 0xfe80000000000000ull;
+  m.port_guids[0] = 0x0002c90300000101ull;
+  m.port_guids[1] = 0x0002c90300000102ull;
+  EXPECT_EQ(validate(m), 0);
+  m.port_guids[2] = 0x0002c90300000103ull;  // the device has 2 ports
+  EXPECT_EQ(validate(m), -EINVAL);
+  m = valid_device();
+  m.port_guids[IBEMU_CTL_MAX_PORTS - 1] = 1;
+  EXPECT_EQ(validate(m), -EINVAL);
+}
 
 TEST(KernelControlValidate, RefusesBadKernelQpnBlocksAndPageLists) {
   auto m = valid_device();
@@ -98,10 +113,13 @@ TEST(KernelControlValidate, RefusesBadKernelQpnBlocksAndPageLists) {
   m = valid_device();
   m.reserved2 = 1;
   EXPECT_EQ(validate(m), -EINVAL);
-  // ABI 2's ADD_DEVICE, shorter by the new fields.
-  m = valid_device();
-  m.hdr.length = offsetof(ibemu_ctl_add_device, kernel_qpn_first);
-  EXPECT_EQ(ibemu_ctl_validate(&m, m.hdr.length), -EINVAL);
+  // ABI 2's and ABI 3's ADD_DEVICE, shorter by the newer fields.
+  for (size_t length : {offsetof(ibemu_ctl_add_device, kernel_qpn_first),
+                        offsetof(ibemu_ctl_add_device, subnet_prefix)}) {
+    m = valid_device();
+    m.hdr.length = uint16_t(length);
+    EXPECT_EQ(ibemu_ctl_validate(&m, m.hdr.length), -EINVAL);
+  }
 }
 
 TEST(KernelControlValidate, RefusesPortAttributesOutOfRange) {
