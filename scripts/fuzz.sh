@@ -4,21 +4,29 @@
 # SECONDS over its committed corpus and regression inputs. New inputs the
 # fuzzer finds go to BUILD/fuzz-corpus/TARGET (the committed corpus is not
 # touched); an input that crashes a target is saved in BUILD/fuzz-crashes.
-# Usage: scripts/fuzz.sh BUILD SECONDS [TARGET...]
+# Usage: scripts/fuzz.sh [--build-only] BUILD SECONDS [TARGET...]
+# --build-only: configures and builds the targets, runs none (scripts/run-tests.sh
+# builds them in the background while other suites run).
 set -eu
 cd "$(dirname "$0")/.."
+build_only=
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 build=${1:-build-fuzz}
 seconds=${2:-60}
-shift 2 2>/dev/null || shift $#
+if [ $# -ge 2 ]; then shift 2; else shift $#; fi
 targets=${*:-packet mad control config kernel_ctl partitions}
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBEMU_FUZZ=ON -DIBEMU_SANITIZE=address,undefined >/dev/null
 fi
-for t in $targets; do
-  cmake --build "$build" -j"$(nproc)" --target "fuzz_$t" >/dev/null
-done
+# One build of every target, so that every core stays busy to its last object.
+# shellcheck disable=SC2046
+cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' $targets) >/dev/null
+[ -z "$build_only" ] || exit 0
 
 rm -rf "$build/fuzz-crashes"
 mkdir -p "$build/fuzz-crashes"
