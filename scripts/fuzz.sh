@@ -34,24 +34,45 @@ mkdir -p "$build/fuzz-crashes"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 summary="$build/fuzz-summary.txt"
 : >"$summary"
-failed=""
-for t in $targets; do
-  work="$build/fuzz-corpus/$t"
-  log="$build/fuzz-$t.log"
-  mkdir -p "$work"
-  echo "== fuzz_$t: $seconds s"
+# fuzz_one TARGET: runs one target for SECONDS; its exit status goes to
+# BUILD/fuzz-TARGET.rc.
+fuzz_one() {
   rc=0
-  "$build/bin/fuzz_$t" -max_total_time="$seconds" \
-    -print_final_stats=1 -rss_limit_mb=4096 -artifact_prefix="$build/fuzz-crashes/$t-" \
-    "$work" "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1 || rc=$?
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  if [ "$rc" -ne 0 ]; then
-    failed="$failed $t"
-    grep -E "ERROR|runtime error|Test unit written|SUMMARY" "$log" | head -20 || true
-    echo "fuzz_$t FAILED after ${execs:-?} executions (log: $log)" | tee -a "$summary"
-  else
-    echo "fuzz_$t: ${execs:-?} executions in $seconds s, no failure" | tee -a "$summary"
-  fi
+  mkdir -p "$build/fuzz-corpus/$1"
+  "$build/bin/fuzz_$1" -max_total_time="$seconds" \
+    -print_final_stats=1 -rss_limit_mb=4096 -artifact_prefix="$build/fuzz-crashes/$1-" \
+    "$build/fuzz-corpus/$1" "tests/fuzz/corpus/$1" "tests/fuzz/regressions/$1" \
+    >"$build/fuzz-$1.log" 2>&1 || rc=$?
+  echo "$rc" >"$build/fuzz-$1.rc"
+}
+# As many targets at a time as there are cores (each fuzzes on one core), in
+# the order given; each still runs its SECONDS.
+failed=""
+cores=$(nproc)
+set -- $targets
+while [ $# -gt 0 ]; do
+  batch=""
+  while [ $# -gt 0 ] && [ "$(echo $batch | wc -w)" -lt "$cores" ]; do
+    batch="$batch $1"
+    shift
+  done
+  for t in $batch; do
+    echo "== fuzz_$t: $seconds s"
+    fuzz_one "$t" &
+  done
+  wait
+  for t in $batch; do
+    log="$build/fuzz-$t.log"
+    rc=$(cat "$build/fuzz-$t.rc")
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    if [ "$rc" -ne 0 ]; then
+      failed="$failed $t"
+      grep -E "ERROR|runtime error|Test unit written|SUMMARY" "$log" | head -20 || true
+      echo "fuzz_$t FAILED after ${execs:-?} executions (log: $log)" | tee -a "$summary"
+    else
+      echo "fuzz_$t: ${execs:-?} executions in $seconds s, no failure" | tee -a "$summary"
+    fi
+  done
 done
 if [ -n "$failed" ]; then
   echo "fuzz: failing targets:$failed. Each input in $build/fuzz-crashes reproduces with"
