@@ -23,8 +23,8 @@ uint32_t MrTable::alloc_window(uint32_t pd, uint8_t type) {
 
 void MrTable::unbind(MemoryWindow& mw) {
   if (!mw.bound) return;
-  auto mr = regions_.find(mw.mr_key);
-  if (mr != regions_.end() && mr->second.bound_windows) --mr->second.bound_windows;
+  MemoryRegion* mr = region(mw.mr_key);
+  if (mr && mr->bound_windows) --mr->bound_windows;
   mw.bound = false;
 }
 
@@ -56,9 +56,9 @@ MrCheck MrTable::bind_window(const WindowBind& b, uint32_t pd, uint32_t qpn) {
     mw.rkey = b.new_rkey;
     return MrCheck::kOk;
   }
-  auto mr_it = regions_.find(b.mr_lkey);
-  if (mr_it == regions_.end()) return MrCheck::kBadKey;
-  MemoryRegion& mr = mr_it->second;
+  MemoryRegion* found = region(b.mr_lkey);
+  if (!found) return MrCheck::kBadKey;
+  MemoryRegion& mr = *found;
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!(mr.access & kAccessMwBind)) return MrCheck::kNoAccess;
   if ((b.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(mr.access & kAccessLocalWrite))
@@ -109,10 +109,9 @@ MrCheck MrTable::check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t
   if (mw.type == 2 && mw.qpn != qpn) return MrCheck::kBadKey;  // type 2B: its own QP only
   if (!within(mw.va, mw.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mw.access & need) != need) return MrCheck::kNoAccess;
-  auto mr = regions_.find(mw.mr_key);
-  if (mr == regions_.end()) return MrCheck::kBadKey;
-  *out = MemorySpan{mr->second.addr + mw.mr_offset + (va - mw.va), mr->second.device.get(),
-                    mr->second.in_flight.get()};
+  const MemoryRegion* mr = region(mw.mr_key);
+  if (!mr) return MrCheck::kBadKey;
+  *out = MemorySpan{mr->addr + mw.mr_offset + (va - mw.va), mr->device.get(), mr->in_flight.get()};
   return MrCheck::kOk;
 }
 

@@ -13,8 +13,9 @@ uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length
                       std::shared_ptr<DeviceMemory> device) {
   std::unique_lock lock(mutex_);
   if (full(length)) return 0;
-  const uint32_t key = unused_index() << 8 | (random_bits() & 0xff);
-  MemoryRegion& mr = regions_[key];
+  const uint32_t index = unused_index();
+  const uint32_t key = index << 8 | (random_bits() & 0xff);
+  MemoryRegion& mr = regions_[index];
   mr = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
   registered_bytes_ += length;
   return key;
@@ -22,14 +23,27 @@ uint32_t MrTable::add(uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length
 
 int MrTable::add_with_key(uint32_t key, uint32_t pd, uint8_t* addr, uint64_t iova, uint64_t length,
                           uint32_t access, std::shared_ptr<DeviceMemory> device) {
+  return insert_with_key(
+      key, MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)});
+}
+
+int MrTable::insert_with_key(uint32_t key, MemoryRegion mr) {
   if (key >> 8 == 0) return EINVAL;
   std::unique_lock lock(mutex_);
   if (full(0)) return ENOMEM;
   if (!indices_.insert(key >> 8).second) return EEXIST;
-  MemoryRegion& mr = regions_[key];
-  mr = MemoryRegion{key, key, pd, iova, addr, length, access, 0, std::move(device)};
   mr.counts_bytes = false;
+  regions_[key >> 8] = std::move(mr);
   return 0;
+}
+
+MemoryRegion* MrTable::region(uint32_t key) {
+  auto it = regions_.find(key >> 8);
+  return it == regions_.end() || it->second.lkey != key ? nullptr : &it->second;
+}
+
+const MemoryRegion* MrTable::region(uint32_t key) const {
+  return const_cast<MrTable*>(this)->region(key);
 }
 
 void MrTable::set_limits(size_t objects, uint64_t bytes) {
@@ -61,27 +75,37 @@ int MrTable::remove(uint32_t key, MemoryRegion* removed) {
   std::shared_ptr<std::atomic<uint32_t>> in_flight;
   {
     std::unique_lock lock(mutex_);
-    auto it = regions_.find(key);
-    if (it == regions_.end()) return EINVAL;
+    auto it = regions_.find(key >> 8);
+    if (it == regions_.end() || it->second.lkey != key) return EINVAL;
     if (it->second.bound_windows) return EBUSY;
     if (removed) *removed = it->second;
-    in_flight = it->second.in_flight;
-    if (it->second.counts_bytes) registered_bytes_ -= it->second.length;
-    indices_.erase(key >> 8);
-    regions_.erase(it);
+    in_flight = erase(it);
   }
-  // No new access can find the region now; those already under way finish
-  // (a packet's copy) before the program may free the memory.
-  while (in_flight->load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  wait_idle(*in_flight);
   return 0;
+}
+
+std::shared_ptr<std::atomic<uint32_t>> MrTable::erase(
+    std::unordered_map<uint32_t, MemoryRegion>::iterator it) {
+  std::shared_ptr<std::atomic<uint32_t>> in_flight = it->second.in_flight;
+  if (it->second.counts_bytes) registered_bytes_ -= it->second.length;
+  indices_.erase(it->first);
+  regions_.erase(it);
+  return in_flight;
+}
+
+// No new access can find the region now; those already under way finish (a
+// packet's copy) before the owner may free or reuse the memory.
+void MrTable::wait_idle(const std::atomic<uint32_t>& in_flight) {
+  while (in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 bool MrTable::modify(uint32_t key, const uint32_t* pd, uint8_t* const* addr, const uint64_t* iova,
                      const uint64_t* length, const uint32_t* access) {
   std::unique_lock lock(mutex_);
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return false;
-  MemoryRegion& mr = it->second;
+  MemoryRegion* found = region(key);
+  if (!found) return false;
+  MemoryRegion& mr = *found;
   if (mr.bound_windows) return false;  // windows translate through it
   if (length && !mr.counts_bytes) return false;
   if (length && max_bytes_ && registered_bytes_ - mr.length + *length > max_bytes_) return false;
@@ -103,18 +127,18 @@ size_t MrTable::size() const {
 
 bool MrTable::find_region(uint32_t key, MemoryRegion* out) const {
   std::shared_lock lock(mutex_);
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return false;
-  *out = it->second;
+  const MemoryRegion* mr = region(key);
+  if (!mr) return false;
+  *out = *mr;
   return true;
 }
 
 MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                        MemorySpan* out) const {
   std::shared_lock lock(mutex_);
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return MrCheck::kBadKey;
-  const MemoryRegion& mr = it->second;
+  const MemoryRegion* found = region(key);
+  if (!found) return MrCheck::kBadKey;
+  const MemoryRegion& mr = *found;
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;
   if ((mr.access & need) != need) return MrCheck::kNoAccess;

@@ -125,11 +125,21 @@ class MrTable {
                 MemorySpan* out) const;
   MrCheck check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
                        uint32_t need, MemorySpan* out) const;
+  /// The region `key` names: its index finds it and the whole key matches.
+  MemoryRegion* region(uint32_t key);
+  const MemoryRegion* region(uint32_t key) const;
+  int insert_with_key(uint32_t key, MemoryRegion mr);
+  /// Erases the region at `it`; returns its in-flight count to wait on.
+  std::shared_ptr<std::atomic<uint32_t>> erase(
+      std::unordered_map<uint32_t, MemoryRegion>::iterator it);
+  static void wait_idle(const std::atomic<uint32_t>& in_flight);
   uint32_t unused_index();
   void unbind(MemoryWindow& mw);
 
   mutable std::shared_mutex mutex_;
-  std::unordered_map<uint32_t, MemoryRegion> regions_;  // by key
+  // By index (key >> 8): a key's index finds its region as an HCA's
+  // translation table does, and the key byte must match.
+  std::unordered_map<uint32_t, MemoryRegion> regions_;
   std::unordered_map<uint32_t, MemoryWindow> windows_;  // by index (rkey >> 8)
   std::unordered_set<uint32_t> indices_;                // key >> 8 of every key handed out
   size_t max_objects_ = DeviceLimits::kMaxMr;
