@@ -915,8 +915,11 @@ int ibemu_core_post_send(ibemu_core_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   auto convert = [datagram, xrc](const ibv_send_wr& wr, SendWqe& w) {
     w.wr_id = wr.wr_id;
     const uint32_t opcode = raw_value(wr.opcode);
-    // Truncated, an unknown opcode could pass for a known one.
-    w.opcode = opcode < 0xff ? static_cast<WrOpcode>(opcode) : kNoSuchOpcode;
+    // Truncated, an unknown opcode could pass for a known one. Fast
+    // registration is a kernel consumer's verb, never a program's.
+    w.opcode = opcode < 0xff && opcode != static_cast<uint32_t>(WrOpcode::kRegMr)
+                   ? static_cast<WrOpcode>(opcode)
+                   : kNoSuchOpcode;
     w.flags = wr.send_flags;
     w.imm_or_rkey = opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
     copy_sges(wr, w);

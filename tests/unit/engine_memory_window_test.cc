@@ -113,12 +113,12 @@ TEST_F(Table, GivenType2WindowExpectOnlyItsOwnQpUsesItAndOneBindAtATime) {
   EXPECT_NE(mrs.bind_window(bind_of(b.new_rkey, 0, 64, kAccessRemoteWrite), kPd, kQpnA),
             MrCheck::kOk)
       << "a bound type 2 window is invalidated before it is bound again";
-  EXPECT_NE(mrs.invalidate_window(b.new_rkey, kPd, kQpnB), MrCheck::kOk)
+  EXPECT_NE(mrs.invalidate(b.new_rkey, kPd, kQpnB), MrCheck::kOk)
       << "SEND with Invalidate from another QP";
-  EXPECT_EQ(mrs.invalidate_window(b.new_rkey, kPd, kQpnA), MrCheck::kOk);
+  EXPECT_EQ(mrs.invalidate(b.new_rkey, kPd, kQpnA), MrCheck::kOk);
   EXPECT_EQ(mrs.remote(b.new_rkey, kPd, kQpnA, base(), 8, kAccessRemoteWrite, &p),
             MrCheck::kBadKey);
-  EXPECT_NE(mrs.invalidate_window(b.new_rkey, kPd, 0), MrCheck::kOk) << "already invalid";
+  EXPECT_NE(mrs.invalidate(b.new_rkey, kPd, 0), MrCheck::kOk) << "already invalid";
   EXPECT_EQ(mrs.bind_window(bind_of(b.new_rkey, 0, 64, kAccessRemoteRead), kPd, kQpnB),
             MrCheck::kOk);
 }
@@ -127,7 +127,7 @@ TEST_F(Table, GivenType1WindowExpectZeroLengthBindTakesItBackAndNoInvalidate) {
   const uint32_t mw = mrs.alloc_window(kPd, 1);
   const WindowBind b = bind_of(mw, 0, 64, kAccessRemoteRead);
   ASSERT_EQ(mrs.bind_window(b, kPd, kQpnA), MrCheck::kOk);
-  EXPECT_NE(mrs.invalidate_window(b.new_rkey, kPd, 0), MrCheck::kOk);
+  EXPECT_NE(mrs.invalidate(b.new_rkey, kPd, 0), MrCheck::kOk);
   const WindowBind unbind = bind_of(b.new_rkey, 0, 0, 0);
   ASSERT_EQ(mrs.bind_window(unbind, kPd, kQpnA), MrCheck::kOk);
   uint8_t* p = nullptr;

@@ -25,6 +25,10 @@ class DeviceMemory {
   virtual bool write(uint64_t at, const void* from, size_t n) noexcept = 0;
   /// What `ibemu status` calls the memory, e.g. "cuda:0".
   virtual const char* kind() const noexcept = 0;
+  /// A fast registration of the region on this memory named the translation
+  /// `mapping` (FastReg::mapping): the accesses from now on go through it.
+  /// Memory with a single translation has nothing to do.
+  virtual void bind(uint32_t mapping) noexcept { (void)mapping; }
 };
 
 /// Where an access through a key lands: host bytes, or an address on a

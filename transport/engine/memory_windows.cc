@@ -78,7 +78,6 @@ MrCheck MrTable::bind_window(const WindowBind& b, uint32_t pd, uint32_t qpn) {
 }
 
 MrCheck MrTable::invalidate_window(uint32_t rkey, uint32_t pd, uint32_t qpn) {
-  std::unique_lock lock(mutex_);
   auto it = windows_.find(rkey >> 8);
   if (it == windows_.end() || it->second.rkey != rkey) return MrCheck::kBadKey;
   MemoryWindow& mw = it->second;

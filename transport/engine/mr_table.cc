@@ -137,7 +137,8 @@ MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uin
                        MemorySpan* out) const {
   std::shared_lock lock(mutex_);
   const MemoryRegion* found = region(key);
-  if (!found) return MrCheck::kBadKey;
+  // A free fast-registration region opens to no key.
+  if (!found || !found->valid) return MrCheck::kBadKey;
   const MemoryRegion& mr = *found;
   if (mr.pd != pd) return MrCheck::kBadPd;
   if (!within(mr.iova, mr.length, va, len)) return MrCheck::kOutOfBounds;

@@ -31,6 +31,10 @@ struct MemoryRegion {
   // Spans onto the region that are in use (MemorySpan); removal waits for 0.
   std::shared_ptr<std::atomic<uint32_t>> in_flight = std::make_shared<std::atomic<uint32_t>>(0);
   bool counts_bytes = true;  // against the byte limit (add_with_key's do not)
+  // A fast-registration region (alloc_fast_reg): free (no key opens it)
+  // until a REG_MR WQE makes it valid, and free again once invalidated.
+  bool fast_reg = false;
+  bool valid = true;
 };
 
 /// A memory window (IBA 10.6.7): a remote key onto part of a region, bound
@@ -80,6 +84,31 @@ class MrTable {
   /// region removed is copied to `removed` when given. Returns once no
   /// access through the region is in flight: the memory may go after it.
   int remove(uint32_t key, MemoryRegion* removed = nullptr);
+
+  // Fast registration (kernel consumers' FRWR: ib_alloc_mr, IB_WR_REG_MR,
+  // IB_WR_LOCAL_INV), in the spirit of IBA's base memory management
+  // extensions: a region allocated free whose translation, bounds, access
+  // and key byte each registration sets, and whose key an invalidation
+  // takes back.
+  /// A free fast-registration region under the key its owner chose (the
+  /// module's index; any key byte), reached through `device`: 0, EEXIST,
+  /// EINVAL (key 0) or ENOMEM, as add_with_key.
+  int alloc_fast_reg(uint32_t key, uint32_t pd, std::shared_ptr<DeviceMemory> device);
+  /// Takes the region `key` names by its index, whatever its key byte now
+  /// (the owner's handle), valid or free: 0 or EINVAL. Returns once no access
+  /// through it is in flight, as remove.
+  int free_fast_reg(uint32_t key);
+  /// A REG_MR WQE of a QP of `pd`: the free region fr.key's index names
+  /// becomes valid under fr.key; its device is bound to fr.mapping. kBadKey
+  /// (no such fast-registration region, or it is valid), kBadPd, kNoAccess
+  /// (access it cannot grant).
+  MrCheck fast_register(const FastReg& fr, uint32_t pd);
+  /// LOCAL_INV (qpn 0) or SEND with Invalidate arriving on QP `qpn`: the key
+  /// of a valid fast-registration region of `pd`, or of a type 2 window (a
+  /// remote one bound through `qpn`), opens nothing from now on. A region's
+  /// accesses in flight finish first: once its invalidation has completed
+  /// the consumer may unmap the memory.
+  MrCheck invalidate(uint32_t key, uint32_t pd, uint32_t qpn);
   /// ibv_rereg_mr: changes translation, PD and/or access of a region in
   /// place; its key stays. Fields not flagged are kept. False if no such
   /// key, or a new length would pass the byte limit.
@@ -114,9 +143,6 @@ class MrTable {
   bool free_window(uint32_t rkey);
   /// Binds a window through QP `qpn` of protection domain `pd` (IBA 10.6.7.2).
   MrCheck bind_window(const WindowBind& bind, uint32_t pd, uint32_t qpn);
-  /// Invalidates a type 2 window: locally (qpn 0) any of the PD's, remotely
-  /// (SEND with Invalidate) only one bound through the receiving QP.
-  MrCheck invalidate_window(uint32_t rkey, uint32_t pd, uint32_t qpn);
   /// The window an rkey names, if any (a copy: tests and diagnostics).
   bool find_window(uint32_t rkey, MemoryWindow* out) const;
 
@@ -125,6 +151,10 @@ class MrTable {
                 MemorySpan* out) const;
   MrCheck check_window(uint32_t rkey, uint32_t pd, uint32_t qpn, uint64_t va, uint64_t len,
                        uint32_t need, MemorySpan* out) const;
+  /// Invalidates a type 2 window: locally (qpn 0) any of the PD's, remotely
+  /// (SEND with Invalidate) only one bound through the receiving QP. Under
+  /// mutex_.
+  MrCheck invalidate_window(uint32_t rkey, uint32_t pd, uint32_t qpn);
   /// The region `key` names: its index finds it and the whole key matches.
   MemoryRegion* region(uint32_t key);
   const MemoryRegion* region(uint32_t key) const;

@@ -206,6 +206,11 @@ int Qp::post_send(const SendWqe* wrs, int count, int* bad) noexcept {
       case WrOpcode::kLocalInv:
         if (w.flags & kSendInline) return EINVAL;  // they carry no data
         break;
+      case WrOpcode::kRegMr:
+        // A kernel consumer's fast registration, on its RC and UC QPs.
+        if (core_.init.type != QpType::kRc && core_.init.type != QpType::kUc) return EINVAL;
+        if (w.flags & kSendInline) return EINVAL;
+        break;
       default:
         return EINVAL;  // not offered by this HCA: refused at post time
     }

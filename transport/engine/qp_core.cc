@@ -118,6 +118,9 @@ void QpCore::complete_send(SendWqe& wqe, WcStatus status, uint32_t byte_len) noe
     case WrOpcode::kBindMw:
       c.opcode = WcOpcode::kBindMw;
       break;
+    case WrOpcode::kRegMr:
+      c.opcode = WcOpcode::kRegMr;
+      break;
     default:
       c.opcode = WcOpcode::kSend;
       break;

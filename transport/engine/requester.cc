@@ -203,18 +203,15 @@ void Requester::fail_wqe(WcStatus status) noexcept {
   completer_.error(status);
 }
 
-// A bind or local invalidate takes effect when the requester reaches it, in
-// send-queue order (a fence makes it wait for earlier READs and atomics). It
-// sends nothing; its PSN range is empty and sits just before the next packet,
-// so it completes once every WQE before it has (IBA 10.6.7.2). A WQE resent
-// after a rewind is not executed twice.
+// A bind, fast registration or local invalidate takes effect when the
+// requester reaches it, in send-queue order (a fence makes it wait for
+// earlier READs and atomics). It sends nothing; its PSN range is empty and
+// sits just before the next packet, so it completes once every WQE before it
+// has (IBA 10.6.7.2). A WQE resent after a rewind is not executed twice.
 void Requester::execute_local(SendWqe& wqe) noexcept {
   if (!wqe.started) {
-    const MrCheck result = wqe.opcode == WrOpcode::kBindMw
-                               ? qp_.env.mrs->bind_window(wqe.bind, qp_.init.pd, qp_.init.qpn)
-                               : qp_.env.mrs->invalidate_window(wqe.imm_or_rkey, qp_.init.pd, 0);
-    if (result != MrCheck::kOk) {
-      fail_wqe(wqe.opcode == WrOpcode::kBindMw ? WcStatus::kMwBindErr : WcStatus::kLocQpOpErr);
+    if (const WcStatus failed = run_local_operation(wqe); failed != WcStatus::kSuccess) {
+      fail_wqe(failed);
       return;
     }
     wqe.started = true;
@@ -223,6 +220,26 @@ void Requester::execute_local(SendWqe& wqe) noexcept {
   ++req_.cursor;
   req_.cursor_offset = 0;
   completer_.retire_local_operations();
+}
+
+// A bind that breaks a rule is a bind error; a registration or invalidation
+// that cannot be carried out (a region already valid, a key that names
+// nothing invalidatable, another PD) is an invalid operation on the QP.
+WcStatus Requester::run_local_operation(const SendWqe& wqe) noexcept {
+  MrTable& mrs = *qp_.env.mrs;
+  switch (wqe.opcode) {
+    case WrOpcode::kBindMw:
+      return mrs.bind_window(wqe.bind, qp_.init.pd, qp_.init.qpn) == MrCheck::kOk
+                 ? WcStatus::kSuccess
+                 : WcStatus::kMwBindErr;
+    case WrOpcode::kRegMr:
+      return mrs.fast_register(wqe.fast_reg, qp_.init.pd) == MrCheck::kOk ? WcStatus::kSuccess
+                                                                          : WcStatus::kLocQpOpErr;
+    default:  // kLocalInv
+      return mrs.invalidate(wqe.imm_or_rkey, qp_.init.pd, 0) == MrCheck::kOk
+                 ? WcStatus::kSuccess
+                 : WcStatus::kLocQpOpErr;
+  }
 }
 
 void Requester::pump() noexcept {

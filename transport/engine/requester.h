@@ -65,6 +65,8 @@ class Requester {
   void send_rd_atomic(SendWqe& wqe) noexcept;
   bool may_start(const SendWqe& wqe) const noexcept;
   void execute_local(SendWqe& wqe) noexcept;
+  /// Carries out a local operation: kSuccess or the status it fails with.
+  WcStatus run_local_operation(const SendWqe& wqe) noexcept;
   void advance_to(uint32_t psn) noexcept;
   uint32_t in_flight() const noexcept;
   size_t build_headers(uint8_t* buf, uint8_t opcode, uint32_t psn, bool ack_req,

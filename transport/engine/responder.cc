@@ -426,11 +426,11 @@ void Responder::execute_send(const wire::PacketView& pkt) noexcept {
       imm = pkt.immdt().imm();
     }
     if (flags & wire::kHasIeth) {
-      // SEND with Invalidate (IBA 9.4.4.1): the named window, bound through
-      // this QP, is invalid once the message completes. A key that names no
-      // such window is an invalid request.
+      // SEND with Invalidate (IBA 9.4.4.1): the named fast-registered
+      // region, or window bound through this QP, is invalid once the
+      // message completes. A key that names neither is an invalid request.
       imm = pkt.ieth().rkey();
-      if (qp_.env.mrs->invalidate_window(imm, qp_.init.pd, qp_.init.qpn) != MrCheck::kOk) {
+      if (qp_.env.mrs->invalidate(imm, qp_.init.pd, qp_.init.qpn) != MrCheck::kOk) {
         fail(psn, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
         return;
       }

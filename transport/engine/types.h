@@ -35,6 +35,7 @@ enum class WcOpcode : uint8_t {
   kFetchAdd = 4,
   kBindMw = 5,
   kLocalInv = 6,
+  kRegMr = 0x20,  // the engine's own (fast registration), see below
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };
@@ -50,7 +51,18 @@ enum class WrOpcode : uint8_t {
   kLocalInv = 7,
   kBindMw = 8,
   kSendWithInv = 9,
+  kRegMr = 0x20,  // the engine's own (fast registration), see below
 };
+
+// Fast registration (IB_WR_REG_MR) is a kernel verb: libibverbs has no such
+// opcode, and the provider converts programs' opcodes by cast. Its engine
+// value lies outside what the verbs ABI uses or reserves for the send queue
+// (ibv_wr_opcode and ibv_wc_opcode below 0x10) and for receives (from
+// IBV_WC_RECV, 0x80), so that no program's value is taken for it.
+static_assert(static_cast<uint8_t>(WrOpcode::kRegMr) >= 0x10 &&
+              static_cast<uint8_t>(WrOpcode::kRegMr) < 0x80);
+static_assert(static_cast<uint8_t>(WcOpcode::kRegMr) >= 0x10 &&
+              static_cast<uint8_t>(WcOpcode::kRegMr) < static_cast<uint8_t>(WcOpcode::kRecv));
 
 enum SendFlag : uint32_t {
   kSendFence = 1,
@@ -121,6 +133,19 @@ struct Sge {
   uint64_t addr;
   uint32_t length;
   uint32_t lkey;
+};
+
+/// A fast registration (IB_WR_REG_MR of a kernel consumer): region `key >> 8`,
+/// allocated free for it (MrTable::alloc_fast_reg), becomes valid under `key`
+/// for [iova, iova + length) with `access`. `mapping` names the translation
+/// its owner froze for it (the module's page list), which the region's
+/// DeviceMemory is told (DeviceMemory::bind).
+struct FastReg {
+  uint32_t key;
+  uint64_t iova;
+  uint64_t length;
+  uint32_t access;
+  uint32_t mapping;
 };
 
 /// A memory window bind (IBV_WR_BIND_MW, ibv_bind_mw; IBA 10.6.7.2).

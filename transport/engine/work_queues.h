@@ -3,6 +3,7 @@
 // A ring is sized at QP creation (max_send_wr / max_recv_wr) and never
 // reallocates, so posting never allocates.
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "transport/engine/types.h"
@@ -21,7 +22,8 @@ struct SendWqe {
   uint32_t rkey = 0;
   uint64_t compare_add = 0;
   uint64_t swap = 0;
-  WindowBind bind;  // IBV_WR_BIND_MW only
+  WindowBind bind;   // IBV_WR_BIND_MW only
+  FastReg fast_reg;  // kRegMr only
   // UD only (ibv_send_wr.wr.ud): where this datagram goes.
   AddressVector av;
   uint32_t remote_qpn = 0;
@@ -40,6 +42,9 @@ struct SendWqe {
   bool signaled = false;
 };
 
+// Posting copies WQEs whole into the ring.
+static_assert(std::is_trivially_copyable_v<FastReg>);
+
 /// READ and atomics carry their data in the response (IBA 9.7.4.1.3): the
 /// WQE completes when the response arrives, and max_rd_atomic bounds them.
 inline bool expects_response(WrOpcode op) {
@@ -47,10 +52,11 @@ inline bool expects_response(WrOpcode op) {
          op == WrOpcode::kAtomicFetchAndAdd;
 }
 
-/// Memory window bind and local invalidate act on this HCA's key tables and
-/// send no packet; they still complete in send-queue order (IBA 10.6.7.2).
+/// Memory window bind, fast registration and local invalidate act on this
+/// HCA's key tables and send no packet; they still complete in send-queue
+/// order (IBA 10.6.7.2).
 inline bool is_local_operation(WrOpcode op) {
-  return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv;
+  return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv || op == WrOpcode::kRegMr;
 }
 
 struct RecvWqe {

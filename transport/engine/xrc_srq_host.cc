@@ -100,10 +100,10 @@ void Execution::send() {
     imm = pkt.immdt().imm();
   }
   if (flags() & wire::kHasIeth) {
-    // SEND with Invalidate (IBA 9.4.4.1), of a window bound through the
-    // receive QP.
+    // SEND with Invalidate (IBA 9.4.4.1), of a fast-registered region or
+    // of a window bound through the receive QP.
     imm = pkt.ieth().rkey();
-    if (mrs.invalidate_window(imm, pd(), r.qpn) != MrCheck::kOk) {
+    if (mrs.invalidate(imm, pd(), r.qpn) != MrCheck::kOk) {
       fail_with(wqe, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
       return;
     }
