@@ -110,9 +110,7 @@ void KernelBridge::add_device(int index) {
   m.max_mr_size = DeviceLimits::kMaxMrSize;
   m.kernel_qpn_first = kKernelQpnFirst;
   m.kernel_qpn_count = kKernelQpnCount;
-  // Fast registration is not offered until the engine executes REG_MR
-  // (docs/design/kernel-consumers.md, step 3).
-  m.max_fast_reg_pages = 0;
+  m.max_fast_reg_pages = kKernelFastRegPages;
   if (int err = write_message(&m, sizeof(m)))
     throw std::runtime_error(
         fmt::format("ibemu.ko refused device {}: {}", dev.name, std::strerror(err)));

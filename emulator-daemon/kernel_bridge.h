@@ -61,6 +61,9 @@ class KernelBridge {
   /// QPN space, up to but not including the multicast QPN.
   static constexpr uint32_t kKernelQpnFirst = 0xf00000;
   static constexpr uint32_t kKernelQpnCount = 0xffffff - kKernelQpnFirst;
+  /// The longest page list of a kernel consumer's FRWR MR
+  /// (max_fast_reg_page_list_len): 2 MiB in 4 KiB pages.
+  static constexpr uint32_t kKernelFastRegPages = 512;
 
   /// The data channel kernel consumers' QPs use (kernel_data_channel.h).
   KernelDataChannel& data_channel() { return data_; }

@@ -63,6 +63,8 @@ void KernelContext::apply(const ibemu_data_hdr& hdr, const uint8_t* record) noex
       return destroy_cq(as<ibemu_data_destroy_cq>(record));
     case IBEMU_DATA_REG_DMA_MR:
       return reg_dma_mr(as<ibemu_data_reg_dma_mr>(record));
+    case IBEMU_DATA_ALLOC_MR:
+      return alloc_mr(as<ibemu_data_alloc_mr>(record));
     case IBEMU_DATA_DEREG_MR:
       return dereg_mr(as<ibemu_data_dereg_mr>(record));
     case IBEMU_DATA_CREATE_QP:
@@ -79,8 +81,8 @@ void KernelContext::apply(const ibemu_data_hdr& hdr, const uint8_t* record) noex
     case IBEMU_DATA_RECV_WQE:
       return post_recv(as<ibemu_data_recv_wqe>(record));
     default:
-      // FRWR and SRQs are later steps (docs/design/kernel-consumers.md);
-      // until then the module queues none of these.
+      // SRQs are a later step (docs/design/kernel-consumers.md); until
+      // then the module queues none of these.
       counters_.refused++;
       log_error("kernel plane: {} record type {} is not handled yet", device().name, hdr.type);
   }
@@ -111,31 +113,46 @@ void KernelContext::destroy_cq(const ibemu_data_destroy_cq& r) {
 
 void KernelContext::reg_dma_mr(const ibemu_data_reg_dma_mr& r) {
   auto memory = std::make_shared<KernelMemory>(copy_, index_, IBEMU_DATA_MR_HANDLE(r.key), 0);
-  const int err =
-      engine().mrs().add_with_key(r.key, r.pd, nullptr, 0, kDmaMrLength, r.access, memory);
+  added_mr(r.key, false,
+           engine().mrs().add_with_key(r.key, r.pd, nullptr, 0, kDmaMrLength, r.access, memory));
+}
+
+// Free until a REG_MR WQE registers it; its copies name the mapping each
+// registration brings (KernelMemory::bind).
+void KernelContext::alloc_mr(const ibemu_data_alloc_mr& r) {
+  auto memory = std::make_shared<KernelMemory>(copy_, index_, IBEMU_DATA_MR_HANDLE(r.key), 0);
+  added_mr(r.key, true, engine().mrs().alloc_fast_reg(r.key, r.pd, memory));
+}
+
+void KernelContext::added_mr(uint32_t key, bool fast_reg, int err) {
   std::lock_guard lock(mutex_);
   if (err) {
     counters_.refused++;
-    log_error("kernel plane: {} DMA MR {:#x}: {}", device().name, r.key, std::strerror(err));
+    log_error("kernel plane: {} {} MR {:#x}: {}", device().name, fast_reg ? "FRWR" : "DMA", key,
+              std::strerror(err));
     return;
   }
-  mr_keys_[IBEMU_DATA_MR_HANDLE(r.key)] = r.key;
+  mrs_[IBEMU_DATA_MR_HANDLE(key)] = KernelMr{key, fast_reg};
 }
 
 void KernelContext::dereg_mr(const ibemu_data_dereg_mr& r) {
-  uint32_t key;
+  KernelMr mr;
   {
     std::lock_guard lock(mutex_);
-    auto it = mr_keys_.find(r.mr);
-    if (it == mr_keys_.end()) {
+    auto it = mrs_.find(r.mr);
+    if (it == mrs_.end()) {
       counters_.refused++;
       return;
     }
-    key = it->second;
-    mr_keys_.erase(it);
+    mr = it->second;
+    mrs_.erase(it);
   }
-  // Waits for copies through it in flight, outside the lock.
-  engine().mrs().remove(key);
+  // Waits for copies through it in flight, outside the lock. An FRWR MR
+  // goes whatever its key is now (deregistration invalidates it).
+  if (mr.fast_reg)
+    engine().mrs().free_fast_reg(mr.key);
+  else
+    engine().mrs().remove(mr.key);
 }
 
 void KernelContext::create_qp(const ibemu_data_create_qp& r) {
@@ -394,10 +411,13 @@ bool KernelContext::collect(std::vector<uint8_t>& out, size_t limit) {
 
 Json KernelContext::status() const {
   std::lock_guard lock(mutex_);
+  const auto fast_reg_mrs =
+      std::count_if(mrs_.begin(), mrs_.end(), [](const auto& mr) { return mr.second.fast_reg; });
   return {{"device", device().name},
           {"qps", qps_.size()},
           {"cqs", cqs_.size()},
-          {"mrs", mr_keys_.size()},
+          {"mrs", mrs_.size()},
+          {"fast_reg_mrs", fast_reg_mrs},
           {"send_wqes", counters_.send_wqes.load()},
           {"recv_wqes", counters_.recv_wqes.load()},
           {"events", counters_.events.load()},

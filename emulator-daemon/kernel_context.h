@@ -62,6 +62,10 @@ class KernelContext : public provider::EngineHost {
     uint32_t modify_seq = 0;
     bool reported_error = false;  // a QP_STATE event followed its first error
   };
+  struct KernelMr {
+    uint32_t key;  // an FRWR MR's first: its index names it
+    bool fast_reg;
+  };
   struct PendingEvent {
     uint8_t object;
     uint32_t handle;
@@ -71,6 +75,9 @@ class KernelContext : public provider::EngineHost {
   void create_cq(const ibemu_data_create_cq& r);
   void destroy_cq(const ibemu_data_destroy_cq& r);
   void reg_dma_mr(const ibemu_data_reg_dma_mr& r);
+  void alloc_mr(const ibemu_data_alloc_mr& r);
+  /// Keeps the MR registered in the engine by its handle; logs `err`.
+  void added_mr(uint32_t key, bool fast_reg, int err);
   void dereg_mr(const ibemu_data_dereg_mr& r);
   void create_qp(const ibemu_data_create_qp& r);
   void modify_qp(const ibemu_data_modify_qp& r);
@@ -97,7 +104,7 @@ class KernelContext : public provider::EngineHost {
   // Under mutex_:
   std::map<uint32_t, std::shared_ptr<Cq>> cqs_;
   std::map<uint32_t, KernelQp> qps_;
-  std::map<uint32_t, uint32_t> mr_keys_;  // handle -> key
+  std::map<uint32_t, KernelMr> mrs_;  // by handle
   std::vector<uint32_t> dirty_cqs_;
   std::vector<PendingEvent> events_;
 };

@@ -26,7 +26,7 @@ bool KernelMemory::move(uint64_t at, uint64_t buffer, size_t n, uint8_t directio
       s.iova = at;
       s.buffer = buffer;
       s.mr = mr_;
-      s.generation = generation_;
+      s.generation = generation_.load(std::memory_order_relaxed);
       s.length = piece;
       s.index = device_;
       s.direction = direction;

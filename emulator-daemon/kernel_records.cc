@@ -22,6 +22,8 @@ static_assert(IBEMU_DATA_QP_AV == engine::kQpAv);
 static_assert(IBEMU_DATA_QP_MIN_RNR_TIMER == engine::kQpMinRnrTimer);
 static_assert(IBEMU_DATA_QP_DEST_QPN == engine::kQpDestQpn);
 static_assert(IBEMU_DATA_ACCESS_LOCAL_WRITE == engine::kAccessLocalWrite);
+static_assert(IBEMU_DATA_ACCESS_REMOTE_WRITE == engine::kAccessRemoteWrite);
+static_assert(IBEMU_DATA_ACCESS_REMOTE_READ == engine::kAccessRemoteRead);
 static_assert(IBEMU_DATA_ACCESS_REMOTE_ATOMIC == engine::kAccessRemoteAtomic);
 static_assert(IBEMU_DATA_SEND_FENCE == engine::kSendFence);
 static_assert(IBEMU_DATA_SEND_SIGNALED == engine::kSendSignaled);
@@ -29,8 +31,10 @@ static_assert(IBEMU_DATA_SEND_SOLICITED == engine::kSendSolicited);
 static_assert(IBEMU_DATA_SEND_INLINE == engine::kSendInline);
 static_assert(IBEMU_DATA_WR_SEND_WITH_INV == uint8_t(WrOpcode::kSendWithInv));
 static_assert(IBEMU_DATA_WR_LOCAL_INV == uint8_t(WrOpcode::kLocalInv));
+static_assert(IBEMU_DATA_WR_REG_MR == uint8_t(WrOpcode::kRegMr));
 static_assert(IBEMU_DATA_WC_RECV_RDMA_WITH_IMM == uint8_t(WcOpcode::kRecvRdmaWithImm));
 static_assert(IBEMU_DATA_WC_LOCAL_INV == uint8_t(WcOpcode::kLocalInv));
+static_assert(IBEMU_DATA_WC_REG_MR == uint8_t(WcOpcode::kRegMr));
 static_assert(IBEMU_DATA_WC_GRH == engine::kWcGrh);
 static_assert(IBEMU_DATA_WC_WITH_IMM == engine::kWcWithImm);
 static_assert(IBEMU_DATA_WC_WITH_INV == engine::kWcWithInv);
@@ -113,6 +117,11 @@ int to_send_wqe(const ibemu_data_send_wqe& r, engine::SendWqe* w) {
   w->av = to_av(r.av);
   w->remote_qpn = r.remote_qpn & 0xffffff;
   w->remote_qkey = r.remote_qkey;
+  // REG_MR: the module froze the MR's page list as mapping `generation`,
+  // which the region's KernelMemory names in its copies from then on. The
+  // page size stays with the module, which translates. Zero otherwise.
+  w->fast_reg =
+      engine::FastReg{r.reg.key, r.reg.iova, r.reg.length, r.reg.access, r.reg.generation};
   if (r.flags & IBEMU_DATA_SEND_INLINE) {
     // One piece of this process's memory, which the engine copies now.
     w->num_sge = r.inline_len ? 1 : 0;

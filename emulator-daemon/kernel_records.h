@@ -21,7 +21,8 @@ void to_qp_attr(const ibemu_data_modify_qp& m, engine::QpAttr* attr, uint32_t* m
 
 engine::AddressVector to_av(const ibemu_data_av& av);
 
-/// A SEND_WQE as the engine's WQE; wr_id is the module's token. Inline
+/// A SEND_WQE as the engine's WQE; wr_id is the module's token; a REG_MR's
+/// mapping is the module's generation, an invalidation's key imm_or_rkey. Inline
 /// bytes stay in the record: the WQE's one SGE points at them, and the
 /// engine copies them at post time, so the record must live until the post
 /// returns. EINVAL for more SGEs than the engine takes.

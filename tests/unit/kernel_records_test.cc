@@ -172,5 +172,82 @@ TEST(KernelRecords, GivenAnErrorCompletionAndTheQpsNewStateExpectRecordsTheModul
   EXPECT_EQ(e.modify_seq, 5u);
 }
 
+// An RC QP's local operation: no SGEs, no destination.
+ibemu_data_send_wqe local_op(uint8_t opcode) {
+  ibemu_data_send_wqe r{};
+  r.hdr.type = IBEMU_DATA_SEND_WQE;
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(0, 0));
+  r.token = 0x2000000005;
+  r.qpn = 0xf00004;
+  r.flags = IBEMU_DATA_SEND_SIGNALED | IBEMU_DATA_SEND_FENCE;
+  r.opcode = opcode;
+  return r;
+}
+
+TEST(KernelRecords, GivenARegMrExpectTheEngineFastRegistrationWithTheModulesGeneration) {
+  ibemu_data_send_wqe r = local_op(IBEMU_DATA_WR_REG_MR);
+  r.reg.iova = 0xffff888004321010;
+  r.reg.length = 3 * 4096 + 7;
+  r.reg.key = 0x000123a5;
+  r.reg.access = IBEMU_DATA_ACCESS_LOCAL_WRITE | IBEMU_DATA_ACCESS_REMOTE_WRITE;
+  r.reg.generation = 9;
+  r.reg.page_size = 4096;
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  ASSERT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  EXPECT_EQ(w.opcode, WrOpcode::kRegMr);
+  EXPECT_EQ(w.flags, engine::kSendSignaled | engine::kSendFence);
+  EXPECT_EQ(w.num_sge, 0);
+  EXPECT_EQ(w.fast_reg.key, 0x000123a5u);
+  EXPECT_EQ(w.fast_reg.iova, 0xffff888004321010u);
+  EXPECT_EQ(w.fast_reg.length, 3u * 4096 + 7);
+  EXPECT_EQ(w.fast_reg.access, engine::kAccessLocalWrite | engine::kAccessRemoteWrite);
+  EXPECT_EQ(w.fast_reg.mapping, 9u);
+}
+
+TEST(KernelRecords, GivenALocalInvalidateExpectTheKeyToInvalidate) {
+  ibemu_data_send_wqe r = local_op(IBEMU_DATA_WR_LOCAL_INV);
+  r.imm_or_rkey = 0x000123a5;
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  ASSERT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  EXPECT_EQ(w.opcode, WrOpcode::kLocalInv);
+  EXPECT_EQ(w.imm_or_rkey, 0x000123a5u);
+  EXPECT_EQ(w.num_sge, 0);
+}
+
+TEST(KernelRecords, GivenASendWithInvalidateExpectThePeersKeyAndThePayload) {
+  ibemu_data_send_wqe r = local_op(IBEMU_DATA_WR_SEND_WITH_INV);
+  r.imm_or_rkey = 0x00abcd01;
+  r.num_sge = 1;
+  r.sge[0] = {0xffff888000005000, 64, 0x300};
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(1, 0));
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  ASSERT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  EXPECT_EQ(w.opcode, WrOpcode::kSendWithInv);
+  EXPECT_EQ(w.imm_or_rkey, 0x00abcd01u);
+  ASSERT_EQ(w.num_sge, 1);
+  EXPECT_EQ(w.sge[0].length, 64u);
+}
+
+TEST(KernelRecords, GivenCompletionsOfRegistrationAndInvalidationExpectCqesTheModuleAccepts) {
+  engine::Completion c;
+  c.wr_id = 5;
+  c.qp_num = 0xf00004;
+  c.opcode = WcOpcode::kRegMr;
+  ibemu_data_cqe r = kernel_records::to_cqe(c, 4, false, 0);
+  EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(r.opcode, IBEMU_DATA_WC_REG_MR);
+  // A receive that invalidated the sender's key names it.
+  c.opcode = WcOpcode::kRecv;
+  c.wc_flags = engine::kWcWithInv;
+  c.imm_data = 0x00abcd01;
+  r = kernel_records::to_cqe(c, 4, false, 0);
+  EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(r.flags, uint32_t(IBEMU_DATA_WC_WITH_INV));
+  EXPECT_EQ(r.imm_or_rkey, 0x00abcd01u);
+}
+
 }  // namespace
 }  // namespace ibemu
