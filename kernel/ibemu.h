@@ -60,7 +60,7 @@ struct ibemu_dev {
 	struct ida mr_indexes;
 	/*
 	 * Kernel consumers' objects the daemon's engine mirrors (ibemu_cq.c,
-	 * ibemu_kqp.c, DMA MRs in ibemu_verbs.c). obj_mutex is held by the
+	 * ibemu_kqp.c, DMA MRs in ibemu_mr.c). obj_mutex is held by the
 	 * verbs that create, change or destroy them while they queue their
 	 * commands, and by a channel's attach from before it publishes
 	 * dev->chan to the end of its replay, so that each object is
@@ -124,17 +124,6 @@ struct ibemu_cq {
 	bool fire;
 	struct work_struct err_work; /* IB_EVENT_CQ_ERR, on an overrun */
 	struct ibemu_data_cmd *destroy_cmd;
-};
-
-/* A kernel consumer's DMA MR (get_dma_mr): every direct-mapped address. */
-struct ibemu_mr {
-	struct ib_mr ibmr;
-	struct ibemu_dev *dev;
-	u32 pd;
-	u32 access; /* IBEMU_DATA_ACCESS_* */
-	struct list_head node; /* dev's DMA MRs, for the replay */
-	struct ibemu_data_cmd *dereg_cmd;
-	struct rcu_head rcu;
 };
 
 struct ibemu_recv_wqe {
@@ -222,6 +211,10 @@ extern const struct ib_device_ops ibemu_dev_ops;
 u32 ibemu_max_qp_wr(const struct ibemu_dev *dev);
 u32 ibemu_max_sge(const struct ibemu_dev *dev);
 u32 ibemu_max_cqe(const struct ibemu_dev *dev);
+
+/* ibemu_mr.c: kernel consumers' DMA MRs, and the copy service */
+struct ib_mr *ibemu_get_dma_mr(struct ib_pd *pd, int access);
+int ibemu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 void ibemu_mr_replay(struct ibemu_dev *dev);
 long ibemu_mr_copy(struct ibemu_dev *dev,
 		   const struct ibemu_data_copy_segment *seg, void *bounce);
