@@ -4,7 +4,7 @@
  * stays in user space (the provider); the module owns what only a kernel can:
  * the devices in sysfs and /dev/infiniband, user contexts, completion
  * channels and async events, and the kernel QP0/QP1 that ib_mad and ib_umad
- * need. Kernel consumers' other objects (CQs, DMA MRs, UD QPs) are shadowed
+ * need. Kernel consumers' other objects (CQs, MRs, UD QPs) are shadowed
  * here and carried out by the daemon's engine over the data channel. See
  * docs/kernel-mode.md and docs/design/kernel-consumers.md.
  */
@@ -60,7 +60,7 @@ struct ibemu_dev {
 	struct ida mr_indexes;
 	/*
 	 * Kernel consumers' objects the daemon's engine mirrors (ibemu_cq.c,
-	 * ibemu_kqp.c, DMA MRs in ibemu_mr.c). obj_mutex is held by the
+	 * ibemu_kqp.c, ibemu_mr.c). obj_mutex is held by the
 	 * verbs that create, change or destroy them while they queue their
 	 * commands, and by a channel's attach from before it publishes
 	 * dev->chan to the end of its replay, so that each object is
@@ -71,8 +71,9 @@ struct ibemu_dev {
 	struct ida cq_handles;
 	struct list_head kcqs;
 	struct list_head kqps;
-	struct list_head dma_mrs;
-	/* MR handle (key >> 8) -> struct ibemu_mr, read under RCU (COPY). */
+	struct list_head kmrs;
+	/* MR handle (key >> 8) -> struct ibemu_mr: COPY finds it under the
+	 * xarray's lock and counts itself in (ibemu_mr.c). */
 	struct xarray mrs;
 	/* QPN -> struct ibemu_kqp, cyclic over the kernel QPN block; read
 	 * under RCU by COMPLETE, changed under obj_mutex. */
@@ -212,9 +213,21 @@ u32 ibemu_max_qp_wr(const struct ibemu_dev *dev);
 u32 ibemu_max_sge(const struct ibemu_dev *dev);
 u32 ibemu_max_cqe(const struct ibemu_dev *dev);
 
-/* ibemu_mr.c: kernel consumers' DMA MRs, and the copy service */
+/* ibemu_mr.c: kernel consumers' DMA and FRWR MRs, and the copy service */
 struct ib_mr *ibemu_get_dma_mr(struct ib_pd *pd, int access);
+struct ib_mr *ibemu_alloc_mr(struct ib_pd *pd, enum ib_mr_type type,
+			     u32 max_num_sg);
+int ibemu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		    unsigned int *sg_offset);
 int ibemu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+/*
+ * The registration an IB_WR_REG_MR (of an RC or UC QP) carries in its
+ * SEND_WQE record; freezes the MR's page list as its new mapping. Called by
+ * the post path under the QP's lock, any context; 0 or -EINVAL (not an FRWR
+ * MR of this device, a key of another MR, not mapped).
+ */
+int ibemu_mr_fill_reg_wr(struct ibemu_dev *dev, const struct ib_reg_wr *reg,
+			 struct ibemu_data_fast_reg *out);
 void ibemu_mr_replay(struct ibemu_dev *dev);
 long ibemu_mr_copy(struct ibemu_dev *dev,
 		   const struct ibemu_data_copy_segment *seg, void *bounce);

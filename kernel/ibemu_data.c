@@ -582,10 +582,7 @@ static long data_complete(struct ibemu_data_chan *chan,
 	return err;
 }
 
-/*
- * One checked segment: the bytes moved or an errno. DMA MRs only (design,
- * section 6.1); FRWR mappings come with step 3 (section 6.6).
- */
+/* One checked segment: the bytes moved or an errno (ibemu_mr.c). */
 static long copy_segment(struct ibemu_data_chan *chan,
 			 const struct ibemu_data_copy_segment *seg,
 			 void *bounce)
@@ -677,9 +674,10 @@ static long data_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
  * waits, so that it follows its QP's replayed commands, and receives that
  * the replay posts again are never delivered twice.
  *
- * In order: CQs, DMA MRs, UD QPs driven from RESET to their state with
- * their groups and receives. Step 2 adds RC and UC QPs in RESET, step 3
- * FRWR MRs (free), step 4 SRQs with their receives (before the QPs).
+ * In order: CQs, MRs (DMA MRs, and FRWR MRs free: a registration dies with
+ * its engine), UD QPs driven from RESET to their state with their groups
+ * and receives. Step 2 adds RC and UC QPs in RESET, step 4 SRQs with their
+ * receives (before the QPs).
  */
 static void replay(struct ibemu_data_chan *chan, struct ibemu_dev *dev)
 {

@@ -51,7 +51,7 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	ida_init(&dev->cq_handles);
 	INIT_LIST_HEAD(&dev->kcqs);
 	INIT_LIST_HEAD(&dev->kqps);
-	INIT_LIST_HEAD(&dev->dma_mrs);
+	INIT_LIST_HEAD(&dev->kmrs);
 	xa_init(&dev->mrs);
 	idr_init(&dev->qpns);
 	atomic_set(&dev->dropped_records, 0);

@@ -4,8 +4,8 @@
  * AHs live in its provider and never reach the kernel; what does is its
  * context (for the async event file) and the CQs it binds to a completion
  * channel, whose events only the kernel can put on the channel. Kernel
- * consumers get real PDs, CQs (ibemu_cq.c), DMA MRs (ibemu_mr.c), AHs,
- * QP0/QP1 (ibemu_mad_qp.c) and UD QPs (ibemu_kqp.c).
+ * consumers get real PDs, CQs (ibemu_cq.c), DMA and FRWR MRs (ibemu_mr.c),
+ * AHs, QP0/QP1 (ibemu_mad_qp.c) and UD QPs (ibemu_kqp.c).
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -103,6 +103,10 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 				 IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_RC_RNR_NAK_GEN;
+	/* Fast registration (ibemu_mr.c) up to the daemon's page list. */
+	attr->max_fast_reg_page_list_len = info->max_fast_reg_pages;
+	if (info->max_fast_reg_pages)
+		attr->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
 	/* No IBK_LOCAL_DMA_LKEY: each PD gets a DMA MR (get_dma_mr) whose
 	 * key is valid in that PD only, as the engine's keys are. */
 	attr->kernel_cap_flags = 0;
@@ -440,6 +444,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = IBEMU_UVERBS_ABI_VERSION,
 
+	.alloc_mr = ibemu_alloc_mr,
 	.alloc_pd = ibemu_alloc_pd,
 	.alloc_ucontext = ibemu_alloc_ucontext,
 	.attach_mcast = ibemu_attach_mcast,
@@ -456,6 +461,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.get_dev_fw_str = ibemu_get_dev_fw_str,
 	.get_dma_mr = ibemu_get_dma_mr,
 	.get_port_immutable = ibemu_get_port_immutable,
+	.map_mr_sg = ibemu_map_mr_sg,
 	.modify_port = ibemu_modify_port,
 	.modify_qp = ibemu_modify_qp,
 	.poll_cq = ibemu_poll_cq,
