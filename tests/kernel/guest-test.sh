@@ -446,6 +446,36 @@ if [ -e /sys/class/infiniband_srp/srp-ibemu0-1/add_target ]; then
   check "an SRP login fails with a message naming ib_srp's QP" srp_login
 fi
 
+# Fast registration (design 6.6) as far as it goes without a connection: a
+# consumer of the test's own (tests/kernel/kfrwr) finds MEM_MGT_EXTENSIONS
+# advertised, allocates, maps and deregisters FRWR MRs on ibemu0 and keeps
+# one, which the daemon's kernel plane holds (ALLOC_MR) until the consumer
+# goes (DEREG_MR), and gets again after a restart (the replay).
+FRWR_RESULT=/sys/kernel/debug/ibemu_frwr_test/result
+plane_frwr_mrs() { # the FRWR MRs the kernel plane holds for ibemu0
+  ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
+import json, sys
+devices = json.load(sys.stdin)["kernel"].get("plane", {}).get("devices", [])
+print(sum(d["fast_reg_mrs"] for d in devices if d["device"] == "ibemu0"))'
+}
+wait_plane_frwr_mrs() { # until the plane holds $1 FRWR MRs of ibemu0 (10 s at most)
+  for _ in $(seq 1 20); do
+    [ "$(plane_frwr_mrs)" = "$1" ] && return 0
+    sleep 0.5
+  done
+  echo "the kernel plane holds $(plane_frwr_mrs) FRWR MRs of ibemu0, not $1"
+  return 1
+}
+frwr_verbs() {
+  insmod "$BUILD/kfrwr/ibemu_frwr_test.ko" || return 1
+  cat "$FRWR_RESULT"
+  grep -q '^ok ' "$FRWR_RESULT" && ! grep -q '^FAIL' "$FRWR_RESULT" &&
+    wait_plane_frwr_mrs 1 && no_kernel_problems
+}
+if [ -e "$BUILD/kfrwr/ibemu_frwr_test.ko" ]; then
+  check "a kernel consumer's FRWR MRs (alloc, map, dereg; one held by the daemon)" frwr_verbs
+fi
+
 check "port counters in sysfs (PMA through process_mad)" \
   sh -c 'cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets; \
          [ "$(cat /sys/class/infiniband/ibemu0/ports/1/counters/port_xmit_packets)" -gt 0 ]'
@@ -515,6 +545,15 @@ ipoib_replayed() {
   echo "data channel records after the restart: $records"
   ip link show ib0 > /dev/null && [ "$records" -gt 0 ] && no_kernel_problems
 }
+# The consumer's FRWR MR among them (free: a registration dies with its
+# engine); it goes with the consumer.
+frwr_replayed() {
+  wait_plane_frwr_mrs 1 && rmmod ibemu_frwr_test && wait_plane_frwr_mrs 0 &&
+    no_kernel_problems
+}
+if lsmod | grep -q '^ibemu_frwr_test '; then
+  check "the FRWR MR is replayed to the new daemon, and deregistered" frwr_replayed
+fi
 if lsmod | grep -q '^ib_ipoib '; then
   check "IPoIB keeps ib0 across the restart (replayed to the new daemon)" ipoib_replayed
   if ip netns list | grep -q ibpeer; then

@@ -19,12 +19,23 @@ if [ ! -e "/boot/vmlinuz-$KVER" ]; then
   echo "kernel test skipped: no /boot/vmlinuz-$KVER (make deps installs Debian's kernel)"
   exit 77
 fi
-# ibemu.ko must build without a warning for every kernel whose headers are
-# installed; the one booted below is built last, so build/kernel holds it.
+# The test's own kernel consumers (tests/kernel/NAME, NAME/Kbuild), next to
+# ibemu.ko in the build directory; they are never installed.
+TEST_MODULES="kfrwr"
+build_test_modules() {
+  for m in $TEST_MODULES; do
+    rm -rf "${BUILD:?}/$m" && mkdir -p "$BUILD/$m" &&
+      cp "$SRC/tests/kernel/$m"/*.c "$SRC/tests/kernel/$m/Kbuild" "$BUILD/$m/" &&
+      make -s -C "/lib/modules/$1/build" M="$BUILD/$m" modules || return 1
+  done
+}
+# ibemu.ko and those must build without a warning for every kernel whose
+# headers are installed; the one booted below is built last, so the build
+# directory holds its modules.
 build_for() {
-  if make -s -C "$SRC" BUILD="$BUILD" KVER="$1" kmod > "$BUILD/kmod.log" 2>&1 &&
-    ! grep -q "warning:" "$BUILD/kmod.log"; then
-    echo "ibemu.ko builds for $1"
+  if { make -s -C "$SRC" BUILD="$BUILD" KVER="$1" kmod && build_test_modules "$1"; } \
+    > "$BUILD/kmod.log" 2>&1 && ! grep -q "warning:" "$BUILD/kmod.log"; then
+    echo "ibemu.ko and the test's modules build for $1"
   else
     cat "$BUILD/kmod.log"
     echo "ibemu.ko did not build cleanly for $1"
