@@ -6,12 +6,15 @@
 // break a rule fail the WQE and put the QP in error.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/engine_test_fixture.h"
@@ -182,6 +185,25 @@ TEST_F(FastRegTable, GivenInvalidationExpectKeyClosedAndNextRegistrationWithNewK
   EXPECT_EQ(device->binds, (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(remote(first.key, 0, 8), MrCheck::kBadKey);
   EXPECT_EQ(remote(second.key, 0, 8), MrCheck::kOk);
+}
+
+TEST_F(FastRegTable, GivenAccessInFlightExpectInvalidationToCompleteOnlyAfterIt) {
+  const FastReg fr = registration(0x01, 1);
+  ASSERT_EQ(mrs.fast_register(fr, kPd), MrCheck::kOk);
+  auto access = std::make_unique<MemorySpan>();  // a packet's copy under way
+  ASSERT_EQ(mrs.remote(fr.key, kPd, kQpnA, Mappings::kIova, 8, kAccessRemoteWrite, access.get()),
+            MrCheck::kOk);
+  std::atomic<bool> invalidated{false};
+  std::thread invalidating([&] {
+    EXPECT_EQ(mrs.invalidate(fr.key, kPd, 0), MrCheck::kOk);
+    invalidated = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(invalidated) << "the consumer could unmap pages a copy is still writing";
+  EXPECT_EQ(remote(fr.key, 0, 8), MrCheck::kBadKey) << "no new access starts meanwhile";
+  access.reset();
+  invalidating.join();
+  EXPECT_TRUE(invalidated);
 }
 
 TEST_F(FastRegTable, GivenFreeFastRegExpectIndexReleasedWhateverItsKeyByte) {
