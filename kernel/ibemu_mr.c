@@ -155,10 +155,13 @@ static struct ib_mr *mr_add(struct ibemu_dev *dev, struct ibemu_mr *mr)
 		list_add_tail(&mr->node, &dev->kmrs);
 	mutex_unlock(&dev->obj_mutex);
 	if (err)
-		goto free_cmd;
+		goto unpublished;
 	return &mr->ibmr;
 
-free_cmd:
+unpublished:
+	/* A copy may have found it meanwhile (a daemon naming a handle it
+	 * was never told of). */
+	wait_var_event(&mr->copies, !atomic_read(&mr->copies));
 	ibemu_data_cmd_free(mr->dereg_cmd);
 free_index:
 	ida_free(&dev->mr_indexes, index);
