@@ -23,6 +23,7 @@ namespace ibemu::engine {
 namespace {
 
 using testing::EnginePair;
+using testing::invalidate_wr;
 using testing::kLocal;
 using testing::kPd;
 using testing::kQpnA;
@@ -222,12 +223,6 @@ TEST_F(FastRegTable, GivenFreeFastRegExpectIndexReleasedWhateverItsKeyByte) {
 SendWqe reg_wr(uint64_t wr_id, const FastReg& fr, uint32_t flags = kSendSignaled) {
   SendWqe w = testing::send_wr(wr_id, WrOpcode::kRegMr, {}, flags);
   w.fast_reg = fr;
-  return w;
-}
-
-SendWqe invalidate_wr(uint64_t wr_id, WrOpcode op, uint32_t rkey, std::vector<Sge> sges = {}) {
-  SendWqe w = testing::send_wr(wr_id, op, sges);
-  w.imm_or_rkey = rkey;
   return w;
 }
 

@@ -15,6 +15,7 @@ namespace ibemu::engine {
 namespace {
 
 using testing::EnginePair;
+using testing::invalidate_wr;
 using testing::kLocal;
 using testing::kPd;
 using testing::kQpnA;
@@ -161,12 +162,6 @@ TEST_F(Table, GivenManyKeysExpectRegionsAndWindowsNeverShareAnIndex) {
 SendWqe bind_wr(uint64_t wr_id, const WindowBind& b, uint32_t flags = kSendSignaled) {
   SendWqe w = testing::send_wr(wr_id, WrOpcode::kBindMw, {}, flags);
   w.bind = b;
-  return w;
-}
-
-SendWqe invalidate_wr(uint64_t wr_id, WrOpcode op, uint32_t rkey, std::vector<Sge> sges = {}) {
-  SendWqe w = testing::send_wr(wr_id, op, sges);
-  w.imm_or_rkey = rkey;
   return w;
 }
 

@@ -337,6 +337,15 @@ inline SendWqe read_wr(uint64_t wr_id, const std::vector<Sge>& sges, uint64_t re
   return w;
 }
 
+/// LOCAL_INV or SEND with Invalidate of `rkey`, as ibv_send_wr.invalidate_rkey
+/// carries it.
+inline SendWqe invalidate_wr(uint64_t wr_id, WrOpcode op, uint32_t rkey,
+                             const std::vector<Sge>& sges = {}) {
+  SendWqe w = send_wr(wr_id, op, sges);
+  w.imm_or_rkey = rkey;
+  return w;
+}
+
 /// ATOMIC_CMP_AND_SWP (compare_add = compare) or ATOMIC_FETCH_AND_ADD
 /// (compare_add = addend), as ibv_send_wr.wr.atomic carries them.
 inline SendWqe atomic_wr(uint64_t wr_id, WrOpcode op, const std::vector<Sge>& sges,
