@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Kernel consumers' QPs that the daemon's engine carries out
- * (docs/design/kernel-consumers.md, sections 6.3, 6.5 and 6.8): UD for now
- * (IPoIB's datagram mode); RC and UC come next.
+ * Kernel consumers' RC, UC and UD QPs, which the daemon's engine carries
+ * out (docs/design/kernel-consumers.md, sections 6.3, 6.5, 6.7 and 6.8).
+ * The module has no transport of its own: PSNs, acknowledgements, retries
+ * and key checks are the engine's.
  *
  * The module holds the authoritative shadow of each QP: its state and
  * attributes, and rings of the records its WQEs became, each slot with the
@@ -62,11 +63,12 @@ struct ibemu_kqp {
 	enum ib_qp_state state;
 	u32 gen;
 	u32 modify_seq;
-	/* The attributes modify_qp set, for query_qp and the replay. */
-	u32 qkey;
-	u32 sq_psn;
-	u16 pkey_index;
-	u8 port;
+	/*
+	 * The attributes the modifies set, in the engine's shape (each field
+	 * as the last modify naming it left it; attr_mask: those ever set),
+	 * for query_qp and the replay.
+	 */
+	struct ibemu_data_modify_qp attrs;
 	bool sq_sig_all;
 	u32 pd;
 	u32 max_inline;
@@ -155,7 +157,7 @@ static bool complete_locally(struct ibemu_kqp *k, struct ibemu_wq *wq,
 			.status = status,
 			.opcode = m->wc_opcode,
 			.qp = &k->qp->ibqp,
-			.port_num = k->port,
+			.port_num = k->attrs.port,
 		};
 
 		if (status == IB_WC_SUCCESS && !wq->recv && !m->signaled)
@@ -163,6 +165,15 @@ static bool complete_locally(struct ibemu_kqp *k, struct ibemu_wq *wq,
 		due |= ibemu_cq_add(cq, &wc);
 	}
 	return due;
+}
+
+/* Runs the handlers complete_locally() said are due, with no lock held. */
+static void fire(struct ibemu_kqp *k, bool sdue, bool rdue)
+{
+	if (sdue)
+		ibemu_cq_fire(k->send_cq);
+	if (rdue)
+		ibemu_cq_fire(k->recv_cq);
 }
 
 /* ---- create, modify, query, destroy ---- */
@@ -173,15 +184,32 @@ static u32 send_slot_bytes(u32 max_sge, u32 max_inline)
 		   ibemu_data_send_wqe_length(0, max_inline));
 }
 
+/* The QP as the engine creates it: in RESET, its capacities as granted. */
+static void fill_create(const struct ibemu_kqp *k, u32 qpn,
+			struct ibemu_data_create_qp *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->hdr.type = IBEMU_DATA_CREATE_QP;
+	r->hdr.length = sizeof(*r);
+	r->qpn = qpn;
+	r->pd = k->pd;
+	r->send_cq = k->send_cq->handle;
+	r->recv_cq = k->recv_cq->handle;
+	r->max_send_wr = k->sq.max_wr;
+	r->max_recv_wr = k->rq.max_wr;
+	r->max_send_sge = k->sq.max_sge;
+	r->max_recv_sge = k->rq.max_sge;
+	r->max_inline_data = k->max_inline;
+	/* Shared values with the engine (build checks in ibemu_verbs.c). */
+	r->qp_type = k->qp->ibqp.qp_type;
+	r->sq_sig_all = k->sq_sig_all;
+}
+
 int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 {
 	struct ibemu_dev *dev = to_dev(ibqp->device);
 	struct ibemu_qp *qp = to_qp(ibqp);
-	struct ibemu_data_create_qp create = {
-		.hdr.type = IBEMU_DATA_CREATE_QP,
-		.hdr.length = sizeof(create),
-		.qp_type = IBEMU_DATA_QPT_UD,
-	};
+	struct ibemu_data_create_qp create;
 	struct ibemu_data_destroy_qp destroy = {
 		.hdr.type = IBEMU_DATA_DESTROY_QP,
 		.hdr.length = sizeof(destroy),
@@ -192,8 +220,10 @@ int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 	struct ibemu_kqp *k;
 	int qpn, err;
 
-	if (init->qp_type != IB_QPT_UD)
+	if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
+	    init->qp_type != IB_QPT_UD)
 		return -EOPNOTSUPP;
+	/* No kernel SRQs yet (max_srq is 0). */
 	if (init->create_flags || init->srq || !init->send_cq || !init->recv_cq)
 		return -EINVAL;
 	if (to_cq(init->send_cq)->user || to_cq(init->recv_cq)->user)
@@ -220,7 +250,10 @@ int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 	k->max_inline = cap->max_inline_data;
 	k->send_cq = to_cq(init->send_cq);
 	k->recv_cq = to_cq(init->recv_cq);
-	k->port = 1;
+	k->attrs.port = 1;
+	/* What a UD QP reports (its messages are limited by the port's). */
+	if (init->qp_type == IB_QPT_UD)
+		k->attrs.path_mtu = IB_MTU_4096;
 	err = wq_init(&k->sq, k, false, cap->max_send_wr, cap->max_send_sge,
 		      send_slot_bytes(cap->max_send_sge, k->max_inline));
 	if (!err)
@@ -244,16 +277,7 @@ int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 		err = PTR_ERR(k->destroy_cmd);
 		goto remove;
 	}
-	create.qpn = qpn;
-	create.pd = k->pd;
-	create.send_cq = k->send_cq->handle;
-	create.recv_cq = k->recv_cq->handle;
-	create.max_send_wr = cap->max_send_wr;
-	create.max_recv_wr = cap->max_recv_wr;
-	create.max_send_sge = cap->max_send_sge;
-	create.max_recv_sge = cap->max_recv_sge;
-	create.max_inline_data = k->max_inline;
-	create.sq_sig_all = k->sq_sig_all;
+	fill_create(k, qpn, &create);
 	err = ibemu_data_queue_command(dev, &create, sizeof(create),
 				       GFP_KERNEL);
 	if (err)
@@ -323,6 +347,24 @@ static void fill_av_attr(struct ibemu_data_av *av,
 		av->sgid_index = grh->sgid_index;
 		av->hop_limit = grh->hop_limit;
 		av->traffic_class = grh->traffic_class;
+	}
+}
+
+/* The reverse, for query_qp (ib_query_qp() wants no sgid_attr). */
+static void av_to_attr(const struct ibemu_data_av *av,
+		       struct rdma_ah_attr *attr)
+{
+	attr->type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_dlid(attr, av->dlid);
+	rdma_ah_set_sl(attr, av->sl);
+	rdma_ah_set_path_bits(attr, av->src_path_bits);
+	rdma_ah_set_port_num(attr, av->port);
+	if (av->is_global) {
+		union ib_gid dgid;
+
+		memcpy(dgid.raw, av->dgid, sizeof(dgid.raw));
+		rdma_ah_set_grh(attr, &dgid, av->flow_label, av->sgid_index,
+				av->hop_limit, av->traffic_class);
 	}
 }
 
@@ -428,6 +470,37 @@ static void fill_modify(struct ibemu_data_modify_qp *r, u32 qpn, u32 seq,
 		r->dest_qpn = attr->dest_qp_num;
 }
 
+/* Keeps what a modify set (its record's fields that attr_mask names). */
+static void save_attrs(struct ibemu_data_modify_qp *to,
+		       const struct ibemu_data_modify_qp *from)
+{
+	u32 mask = from->attr_mask;
+
+#define SAVE(bit, field)                      \
+	do {                                  \
+		if (mask & (bit))             \
+			to->field = from->field; \
+	} while (0)
+	SAVE(IB_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+	SAVE(IB_QP_ACCESS_FLAGS, access_flags);
+	SAVE(IB_QP_PKEY_INDEX, pkey_index);
+	SAVE(IB_QP_PORT, port);
+	SAVE(IB_QP_QKEY, qkey);
+	SAVE(IB_QP_AV, av);
+	SAVE(IB_QP_PATH_MTU, path_mtu);
+	SAVE(IB_QP_TIMEOUT, timeout);
+	SAVE(IB_QP_RETRY_CNT, retry_cnt);
+	SAVE(IB_QP_RNR_RETRY, rnr_retry);
+	SAVE(IB_QP_RQ_PSN, rq_psn);
+	SAVE(IB_QP_MAX_QP_RD_ATOMIC, max_rd_atomic);
+	SAVE(IB_QP_MIN_RNR_TIMER, min_rnr_timer);
+	SAVE(IB_QP_SQ_PSN, sq_psn);
+	SAVE(IB_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+	SAVE(IB_QP_DEST_QPN, dest_qpn);
+#undef SAVE
+	to->attr_mask |= mask & ~(IB_QP_STATE | IB_QP_CUR_STATE);
+}
+
 /* Empties the rings without completions (a move to RESET). */
 static void reset_queues(struct ibemu_kqp *k)
 {
@@ -443,6 +516,15 @@ static void reset_queues(struct ibemu_kqp *k)
 	k->gen++; /* completions of the old WQEs are stale */
 }
 
+/* Drops the QP's entries from its CQs, as mlx5 does for a kernel QP that
+ * is reset or destroyed. */
+static void purge_cqs(struct ibemu_kqp *k)
+{
+	ibemu_cq_purge_qp(k->send_cq, &k->qp->ibqp);
+	if (k->recv_cq != k->send_cq)
+		ibemu_cq_purge_qp(k->recv_cq, &k->qp->ibqp);
+}
+
 static bool channel_open(struct ibemu_dev *dev)
 {
 	return rcu_access_pointer(dev->chan) != NULL;
@@ -453,14 +535,14 @@ int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask)
 	struct ibemu_kqp *k = to_qp(ibqp)->kqp;
 	struct ibemu_dev *dev = k->dev;
 	struct ibemu_data_modify_qp rec;
-	enum ib_qp_state cur, next;
+	enum ib_qp_state cur = IB_QPS_RESET, next = IB_QPS_RESET;
 	bool sdue = false, rdue = false;
 	int err;
 
 	if (mask & ~KQP_MODIFY_MASK)
 		return -EOPNOTSUPP;
 	mutex_lock(&dev->obj_mutex);
-	err = check_attr(dev, attr, mask, k->port);
+	err = check_attr(dev, attr, mask, k->attrs.port);
 	if (err)
 		goto out;
 	spin_lock_irq(&k->lock);
@@ -482,14 +564,7 @@ int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask)
 
 	spin_lock_irq(&k->lock);
 	k->modify_seq++;
-	if (mask & IB_QP_QKEY)
-		k->qkey = attr->qkey;
-	if (mask & IB_QP_PKEY_INDEX)
-		k->pkey_index = attr->pkey_index;
-	if (mask & IB_QP_PORT)
-		k->port = attr->port_num;
-	if (mask & IB_QP_SQ_PSN)
-		k->sq_psn = attr->sq_psn;
+	save_attrs(&k->attrs, &rec);
 	k->state = next;
 	if (next == IB_QPS_RESET) {
 		reset_queues(k);
@@ -501,10 +576,10 @@ int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask)
 	spin_unlock_irq(&k->lock);
 out:
 	mutex_unlock(&dev->obj_mutex);
-	if (sdue)
-		ibemu_cq_fire(k->send_cq);
-	if (rdue)
-		ibemu_cq_fire(k->recv_cq);
+	/* The completions of the WQEs a RESET discarded go with them. */
+	if (!err && next == IB_QPS_RESET && cur != IB_QPS_RESET)
+		purge_cqs(k);
+	fire(k, sdue, rdue);
 	return err;
 }
 
@@ -512,19 +587,33 @@ int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		    struct ib_qp_init_attr *init)
 {
 	struct ibemu_kqp *k = to_qp(ibqp)->kqp;
+	struct ibemu_data_modify_qp a;
 	unsigned long flags;
 
 	memset(attr, 0, sizeof(*attr));
 	memset(init, 0, sizeof(*init));
 	spin_lock_irqsave(&k->lock, flags);
 	attr->qp_state = k->state;
-	attr->cur_qp_state = k->state;
-	attr->qkey = k->qkey;
-	attr->sq_psn = k->sq_psn;
-	attr->pkey_index = k->pkey_index;
-	attr->port_num = k->port;
+	a = k->attrs;
 	spin_unlock_irqrestore(&k->lock, flags);
-	attr->path_mtu = IB_MTU_4096;
+	attr->cur_qp_state = attr->qp_state;
+	attr->en_sqd_async_notify = a.en_sqd_async_notify;
+	attr->qp_access_flags = a.access_flags;
+	attr->pkey_index = a.pkey_index;
+	attr->port_num = a.port;
+	attr->qkey = a.qkey;
+	if (a.attr_mask & IB_QP_AV)
+		av_to_attr(&a.av, &attr->ah_attr);
+	attr->path_mtu = a.path_mtu;
+	attr->timeout = a.timeout;
+	attr->retry_cnt = a.retry_cnt;
+	attr->rnr_retry = a.rnr_retry;
+	attr->rq_psn = a.rq_psn;
+	attr->max_rd_atomic = a.max_rd_atomic;
+	attr->min_rnr_timer = a.min_rnr_timer;
+	attr->sq_psn = a.sq_psn;
+	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	attr->dest_qp_num = a.dest_qpn;
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	attr->cap.max_send_wr = k->sq.max_wr;
 	attr->cap.max_recv_wr = k->rq.max_wr;
@@ -536,7 +625,7 @@ int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	init->recv_cq = &k->recv_cq->ibcq;
 	init->cap = attr->cap;
 	init->sq_sig_type = k->sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
-	init->port_num = k->port;
+	init->port_num = a.port;
 	return 0;
 }
 
@@ -561,9 +650,7 @@ int ibemu_destroy_kqp(struct ib_qp *ibqp)
 	synchronize_rcu();
 	flush_workqueue(dev->event_wq);
 	/* wc.qp must not dangle (as HCAs clean a destroyed QP's CQEs). */
-	ibemu_cq_purge_qp(k->send_cq, ibqp);
-	if (k->recv_cq != k->send_cq)
-		ibemu_cq_purge_qp(k->recv_cq, ibqp);
+	purge_cqs(k);
 	list_for_each_entry_safe(m, next, &k->mcast, node)
 		kfree(m);
 	wq_free(&k->sq);
@@ -578,7 +665,117 @@ int ibemu_destroy_kqp(struct ib_qp *ibqp)
 #define KQP_SEND_FLAGS \
 	(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE)
 
-/* Builds a UD send's record in its slot; 0 or -EINVAL. */
+/* What a send WR becomes in the engine. */
+struct send_op {
+	u8 opcode; /* enum ibemu_data_wr_opcode */
+	u8 wc_opcode; /* enum ib_wc_opcode of its completion */
+	u8 types; /* the QP types that carry it: BIT(IB_QPT_*) */
+	u8 flags; /* SEND_OP_* */
+};
+
+#define SEND_OP_INLINE BIT(0) /* may carry its data inline */
+#define SEND_OP_NO_DATA BIT(1) /* a local operation: no SGEs */
+#define SEND_OP_ATOMIC BIT(2) /* 8 bytes of local memory at least */
+
+#define ANY_QPT (BIT(IB_QPT_RC) | BIT(IB_QPT_UC) | BIT(IB_QPT_UD))
+#define CONNECTED_QPT (BIT(IB_QPT_RC) | BIT(IB_QPT_UC))
+
+/*
+ * The operations of IBA table 84 the engine carries: UD sends only, UC no
+ * RDMA READ, atomics or send with invalidate. The rest (LSO,
+ * RDMA_READ_WITH_INV, masked atomics, memory window binds) is not offered,
+ * and refused at post time as an HCA that lacks it does.
+ */
+static int send_op(enum ib_wr_opcode opcode, struct send_op *op)
+{
+	switch (opcode) {
+	case IB_WR_SEND:
+		*op = (struct send_op){ IBEMU_DATA_WR_SEND, IB_WC_SEND,
+					ANY_QPT, SEND_OP_INLINE };
+		break;
+	case IB_WR_SEND_WITH_IMM:
+		*op = (struct send_op){ IBEMU_DATA_WR_SEND_WITH_IMM, IB_WC_SEND,
+					ANY_QPT, SEND_OP_INLINE };
+		break;
+	case IB_WR_SEND_WITH_INV:
+		*op = (struct send_op){ IBEMU_DATA_WR_SEND_WITH_INV, IB_WC_SEND,
+					BIT(IB_QPT_RC), SEND_OP_INLINE };
+		break;
+	case IB_WR_RDMA_WRITE:
+		*op = (struct send_op){ IBEMU_DATA_WR_RDMA_WRITE,
+					IB_WC_RDMA_WRITE, CONNECTED_QPT,
+					SEND_OP_INLINE };
+		break;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		*op = (struct send_op){ IBEMU_DATA_WR_RDMA_WRITE_WITH_IMM,
+					IB_WC_RDMA_WRITE, CONNECTED_QPT,
+					SEND_OP_INLINE };
+		break;
+	case IB_WR_RDMA_READ:
+		*op = (struct send_op){ IBEMU_DATA_WR_RDMA_READ,
+					IB_WC_RDMA_READ, BIT(IB_QPT_RC), 0 };
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		*op = (struct send_op){ IBEMU_DATA_WR_ATOMIC_CMP_AND_SWP,
+					IB_WC_COMP_SWAP, BIT(IB_QPT_RC),
+					SEND_OP_ATOMIC };
+		break;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		*op = (struct send_op){ IBEMU_DATA_WR_ATOMIC_FETCH_AND_ADD,
+					IB_WC_FETCH_ADD, BIT(IB_QPT_RC),
+					SEND_OP_ATOMIC };
+		break;
+	case IB_WR_LOCAL_INV:
+		*op = (struct send_op){ IBEMU_DATA_WR_LOCAL_INV,
+					IB_WC_LOCAL_INV, CONNECTED_QPT,
+					SEND_OP_NO_DATA };
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The operands of the WR's own kind (ib_rdma_wr, ib_atomic_wr...). */
+static void set_operands(struct ibemu_data_send_wqe *r,
+			 const struct ib_send_wr *wr)
+{
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+		r->imm_or_rkey = (__force u32)wr->ex.imm_data;
+		break;
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_LOCAL_INV:
+		r->imm_or_rkey = wr->ex.invalidate_rkey;
+		break;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		r->imm_or_rkey = (__force u32)wr->ex.imm_data;
+		fallthrough;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_READ:
+		r->remote_addr = rdma_wr(wr)->remote_addr;
+		r->rkey = rdma_wr(wr)->rkey;
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		r->remote_addr = atomic_wr(wr)->remote_addr;
+		r->rkey = atomic_wr(wr)->rkey;
+		r->compare_add = atomic_wr(wr)->compare_add;
+		r->swap = atomic_wr(wr)->swap;
+		break;
+	default:
+		break;
+	}
+}
+
+/* A UD send's destination: the AH's address vector, QPN and Q_Key. */
+static void set_ud_dest(struct ibemu_data_send_wqe *r,
+			const struct ib_ud_wr *ud)
+{
+	r->remote_qpn = ud->remote_qpn & 0xffffff;
+	r->remote_qkey = ud->remote_qkey;
+	fill_av(&r->av, to_ah(ud->ah));
+}
 
 /* A WR's scatter/gather list as the record carries it. */
 static void copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
@@ -592,42 +789,55 @@ static void copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
 		to[i].lkey = from[i].lkey;
 	}
 }
+
+/* The bytes of a WR's SGEs; -EINVAL past a message's limit (2^31). */
+static s64 sges_length(const struct ib_send_wr *wr)
+{
+	u64 total = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	return total > (1u << 31) ? -EINVAL : total;
+}
+
+/* Builds a send WR's record in its slot; 0 or -EINVAL (post time checks
+ * the engine would make too, so that the ULP gets them as an errno). */
 static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 		      u32 seq)
 {
-	const struct ib_ud_wr *ud = ud_wr(wr);
 	struct ibemu_data_send_wqe *r = slot(&k->sq, seq);
 	struct slot_meta *m = meta(&k->sq, seq);
 	bool is_inline = wr->send_flags & IB_SEND_INLINE;
-	unsigned int len, total = 0;
-	u8 opcode;
+	bool ud = k->qp->ibqp.qp_type == IB_QPT_UD;
+	int num_sge = wr->num_sge;
+	unsigned int len;
 	int i;
+	struct send_op op;
+	s64 total;
 
-	if (wr->send_flags & ~KQP_SEND_FLAGS)
+	if (send_op(wr->opcode, &op) || !(op.types & BIT(k->qp->ibqp.qp_type)))
 		return -EINVAL;
-	switch (wr->opcode) {
-	case IB_WR_SEND:
-		opcode = IBEMU_DATA_WR_SEND;
-		break;
-	case IB_WR_SEND_WITH_IMM:
-		opcode = IBEMU_DATA_WR_SEND_WITH_IMM;
-		break;
-	default:
+	if ((wr->send_flags & ~KQP_SEND_FLAGS) || num_sge < 0)
 		return -EINVAL;
-	}
-	if (!ud->ah || wr->num_sge < 0)
+	if (ud && !ud_wr(wr)->ah)
+		return -EINVAL;
+	if (op.flags & SEND_OP_NO_DATA)
+		num_sge = 0; /* its sg_list means nothing */
+	total = num_sge ? sges_length(wr) : 0;
+	if (total < 0 || (is_inline && !(op.flags & SEND_OP_INLINE)))
+		return -EINVAL;
+	/* An atomic's original value lands in 8 bytes of local memory. */
+	if ((op.flags & SEND_OP_ATOMIC) && total < 8)
 		return -EINVAL;
 	if (is_inline) {
-		for (i = 0; i < wr->num_sge; i++) {
-			if (wr->sg_list[i].length > k->max_inline - total)
-				return -EINVAL;
-			total += wr->sg_list[i].length;
-		}
+		if (total > k->max_inline)
+			return -EINVAL;
 		len = ibemu_data_send_wqe_length(0, total);
 	} else {
-		if (wr->num_sge > k->sq.max_sge)
+		if (num_sge > k->sq.max_sge)
 			return -EINVAL;
-		len = ibemu_data_send_wqe_length(wr->num_sge, 0);
+		len = ibemu_data_send_wqe_length(num_sge, 0);
 	}
 	memset(r, 0, len);
 	r->hdr.type = IBEMU_DATA_SEND_WQE;
@@ -635,17 +845,15 @@ static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 	r->token = make_token(k, false, seq);
 	r->qpn = k->qp->ibqp.qp_num;
 	r->flags = wr->send_flags & KQP_SEND_FLAGS;
-	r->opcode = opcode;
-	if (wr->opcode == IB_WR_SEND_WITH_IMM)
-		r->imm_or_rkey = (__force u32)wr->ex.imm_data;
-	r->remote_qpn = ud->remote_qpn & 0xffffff;
-	r->remote_qkey = ud->remote_qkey;
-	fill_av(&r->av, to_ah(ud->ah));
+	r->opcode = op.opcode;
+	set_operands(r, wr);
+	if (ud)
+		set_ud_dest(r, ud_wr(wr));
 	if (is_inline) {
 		/* SGE addresses are kernel virtual addresses (no DMA
 		 * device), copied now: the WR's buffers are free on return. */
 		total = 0;
-		for (i = 0; i < wr->num_sge; i++) {
+		for (i = 0; i < num_sge; i++) {
 			memcpy(r->inline_data + total,
 			       (void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
@@ -653,12 +861,12 @@ static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 		}
 		r->inline_len = total;
 	} else {
-		r->num_sge = wr->num_sge;
-		copy_sges(r->sge, wr->sg_list, wr->num_sge);
+		r->num_sge = num_sge;
+		copy_sges(r->sge, wr->sg_list, num_sge);
 	}
 	m->wr_id = wr->wr_id;
 	m->len = len;
-	m->wc_opcode = IB_WC_SEND;
+	m->wc_opcode = op.wc_opcode;
 	m->signaled = k->sq_sig_all || (wr->send_flags & IB_SEND_SIGNALED);
 	return 0;
 }
@@ -669,13 +877,39 @@ static bool send_state_ok(enum ib_qp_state s)
 	       s == IB_QPS_ERR;
 }
 
+static bool connected(const struct ibemu_kqp *k)
+{
+	return k->qp->ibqp.qp_type != IB_QPT_UD;
+}
+
+static bool queue_event(struct ibemu_kqp *k, enum ib_event_type event,
+			gfp_t gfp);
+
+/*
+ * The transport of an RC or UC QP is the engine's, and there is none (the
+ * daemon is gone, or never came): the QP goes to ERR with QP_FATAL, and its
+ * WQEs flush here (design 6.8). Under the QP's lock with the producers
+ * idle; says which CQs' handlers are due.
+ */
+static void lose_transport(struct ibemu_kqp *k, gfp_t gfp, bool *sdue,
+			   bool *rdue)
+{
+	lockdep_assert_held(&k->lock);
+	if (k->state != IB_QPS_ERR && k->state != IB_QPS_RESET) {
+		k->state = IB_QPS_ERR;
+		queue_event(k, IB_EVENT_QP_FATAL, gfp);
+	}
+	*sdue |= complete_locally(k, &k->sq, IB_WC_WR_FLUSH_ERR);
+	*rdue |= complete_locally(k, &k->rq, IB_WC_WR_FLUSH_ERR);
+}
+
 int ibemu_post_kqp_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			const struct ib_send_wr **bad_wr)
 {
 	struct ibemu_kqp *k = to_qp(ibqp)->kqp;
 	struct ibemu_wq *sq = &k->sq;
+	bool sdue = false, rdue = false;
 	unsigned long flags;
-	bool due = false;
 	u32 start;
 	int err = 0;
 
@@ -697,15 +931,19 @@ int ibemu_post_kqp_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	}
 	/*
 	 * With no daemon a datagram is lost on the way, as on an unplugged
-	 * cable, and the send completes (design 6.8); in ERR it flushes.
+	 * cable, and the send completes (design 6.8); in ERR it flushes. A
+	 * connected QP has lost its transport.
 	 */
-	if (sq->head != start && !ibemu_data_ring_doorbell(&sq->prod, sq->head))
-		due = complete_locally(k, sq, k->state == IB_QPS_ERR ?
-					      IB_WC_WR_FLUSH_ERR :
-					      IB_WC_SUCCESS);
+	if (sq->head != start && !ibemu_data_ring_doorbell(&sq->prod, sq->head)) {
+		if (connected(k))
+			lose_transport(k, GFP_ATOMIC, &sdue, &rdue);
+		else
+			sdue = complete_locally(k, sq, k->state == IB_QPS_ERR ?
+						       IB_WC_WR_FLUSH_ERR :
+						       IB_WC_SUCCESS);
+	}
 	spin_unlock_irqrestore(&k->lock, flags);
-	if (due)
-		ibemu_cq_fire(k->send_cq);
+	fire(k, sdue, rdue);
 	if (err)
 		*bad_wr = wr;
 	return err;
@@ -716,8 +954,8 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 {
 	struct ibemu_kqp *k = to_qp(ibqp)->kqp;
 	struct ibemu_wq *rq = &k->rq;
+	bool sdue = false, rdue = false;
 	unsigned long flags;
-	bool due = false;
 	u32 start;
 	int err = 0;
 
@@ -751,15 +989,16 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		m->signaled = true;
 		rq->head++;
 	}
-	/* With no daemon receives wait for the next one (its replay), or
-	 * flush in ERR. */
-	if (rq->head != start &&
-	    !ibemu_data_ring_doorbell(&rq->prod, rq->head) &&
-	    k->state == IB_QPS_ERR)
-		due = complete_locally(k, rq, IB_WC_WR_FLUSH_ERR);
+	/* With no daemon a UD QP's receives wait for the next one (its
+	 * replay), or flush in ERR; a connected QP has lost its transport. */
+	if (rq->head != start && !ibemu_data_ring_doorbell(&rq->prod, rq->head)) {
+		if (connected(k))
+			lose_transport(k, GFP_ATOMIC, &sdue, &rdue);
+		else if (k->state == IB_QPS_ERR)
+			rdue = complete_locally(k, rq, IB_WC_WR_FLUSH_ERR);
+	}
 	spin_unlock_irqrestore(&k->lock, flags);
-	if (due)
-		ibemu_cq_fire(k->recv_cq);
+	fire(k, sdue, rdue);
 	if (err)
 		*bad_wr = wr;
 	return err;
@@ -908,7 +1147,7 @@ void ibemu_kqp_cqe(struct ibemu_dev *dev, const struct ibemu_data_cqe *c,
 	wc.slid = c->slid;
 	wc.sl = c->sl;
 	wc.dlid_path_bits = c->dlid_path_bits;
-	wc.port_num = k->port;
+	wc.port_num = k->attrs.port;
 	/* It and the unsignaled sends before it are done. */
 	wq->tail = seq + 1;
 	due = ibemu_cq_add_solicited(cq, &wc, c->solicited);
@@ -938,9 +1177,24 @@ static void event_work(struct work_struct *work)
 	kfree(w);
 }
 
+/* The QP's handler runs on the device's ordered workqueue, never in the
+ * caller's context (design 6.2); false when out of memory. */
+static bool queue_event(struct ibemu_kqp *k, enum ib_event_type event,
+			gfp_t gfp)
+{
+	struct kqp_event_work *w = kmalloc(sizeof(*w), gfp);
+
+	if (!w)
+		return false;
+	INIT_WORK(&w->work, event_work);
+	w->k = k;
+	w->event = event;
+	queue_work(k->dev->event_wq, &w->work);
+	return true;
+}
+
 void ibemu_kqp_event(struct ibemu_dev *dev, const struct ibemu_data_event *e)
 {
-	struct kqp_event_work *w;
 	struct ibemu_kqp *k;
 	unsigned long flags;
 
@@ -956,16 +1210,9 @@ void ibemu_kqp_event(struct ibemu_dev *dev, const struct ibemu_data_event *e)
 	if (e->modify_seq == k->modify_seq && k->state != IB_QPS_RESET)
 		k->state = e->qp_state;
 	spin_unlock_irqrestore(&k->lock, flags);
-	if (e->event == IBEMU_DATA_EVENT_QP_STATE)
+	if (e->event == IBEMU_DATA_EVENT_QP_STATE ||
+	    queue_event(k, e->event, GFP_ATOMIC))
 		return;
-	w = kmalloc(sizeof(*w), GFP_ATOMIC);
-	if (!w)
-		goto drop;
-	INIT_WORK(&w->work, event_work);
-	w->k = k;
-	w->event = e->event;
-	queue_work(dev->event_wq, &w->work);
-	return;
 drop:
 	atomic_inc(&dev->dropped_records);
 }
@@ -978,10 +1225,13 @@ void ibemu_kqp_channel_lost(struct ibemu_dev *dev)
 
 	lockdep_assert_held(&dev->obj_mutex);
 	list_for_each_entry(k, &dev->kqps, node) {
-		bool sdue, rdue = false;
+		bool sdue = false, rdue = false;
 
 		spin_lock_irq(&k->lock);
-		if (k->state == IB_QPS_ERR) {
+		if (connected(k)) {
+			/* Its connection died with the engine. */
+			lose_transport(k, GFP_ATOMIC, &sdue, &rdue);
+		} else if (k->state == IB_QPS_ERR) {
 			/* The engine that would have flushed them is gone. */
 			sdue = complete_locally(k, &k->sq, IB_WC_WR_FLUSH_ERR);
 			rdue = complete_locally(k, &k->rq, IB_WC_WR_FLUSH_ERR);
@@ -991,10 +1241,7 @@ void ibemu_kqp_channel_lost(struct ibemu_dev *dev)
 			sdue = complete_locally(k, &k->sq, IB_WC_SUCCESS);
 		}
 		spin_unlock_irq(&k->lock);
-		if (sdue)
-			ibemu_cq_fire(k->send_cq);
-		if (rdue)
-			ibemu_cq_fire(k->recv_cq);
+		fire(k, sdue, rdue);
 	}
 }
 
@@ -1013,29 +1260,73 @@ static void submit(struct ibemu_dev *dev, const void *rec, size_t len)
 static void replay_modify(struct ibemu_kqp *k, enum ib_qp_state state,
 			  int mask)
 {
-	struct ib_qp_attr attr = {
-		.qp_state = state,
-		.qkey = k->qkey,
-		.pkey_index = k->pkey_index,
-		.port_num = k->port,
-		.sq_psn = k->sq_psn,
-	};
 	struct ibemu_data_modify_qp rec;
-	u32 seq;
 
 	spin_lock_irq(&k->lock);
-	seq = ++k->modify_seq;
+	rec = k->attrs;
+	rec.modify_seq = ++k->modify_seq;
 	spin_unlock_irq(&k->lock);
-	fill_modify(&rec, k->qp->ibqp.qp_num, seq, &attr, mask | IB_QP_STATE);
+	memset(&rec.hdr, 0, sizeof(rec.hdr));
+	rec.hdr.type = IBEMU_DATA_MODIFY_QP;
+	rec.hdr.length = sizeof(rec);
+	rec.qpn = k->qp->ibqp.qp_num;
+	rec.attr_mask = mask | IB_QP_STATE;
+	rec.qp_state = state;
+	rec.cur_qp_state = 0;
 	submit(k->dev, &rec, sizeof(rec));
 }
 
+/* A UD QP is driven to its state again. An SQE QP is driven to RTS (there
+ * is no modify into SQE); its shadow says SQE until the ULP recovers it. */
+static void replay_ud(struct ibemu_kqp *k, enum ib_qp_state state)
+{
+	struct kqp_mcast *m;
+
+	if (state == IB_QPS_ERR) {
+		replay_modify(k, IB_QPS_ERR, 0);
+	} else if (state != IB_QPS_RESET) {
+		replay_modify(k, IB_QPS_INIT,
+			      IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY);
+		if (state != IB_QPS_INIT)
+			replay_modify(k, IB_QPS_RTR, 0);
+		if (state != IB_QPS_INIT && state != IB_QPS_RTR)
+			replay_modify(k, IB_QPS_RTS, IB_QP_SQ_PSN);
+		if (state == IB_QPS_SQD)
+			replay_modify(k, IB_QPS_SQD, 0);
+	}
+	list_for_each_entry(m, &k->mcast, node) {
+		struct ibemu_data_cmd *cmd;
+
+		if (!mcast_cmd(k, IBEMU_DATA_MCAST_ATTACH, &m->gid, m->lid,
+			       &cmd))
+			ibemu_data_cmd_submit(k->dev, cmd);
+	}
+}
+
 /*
- * The UD QPs of a device for a new channel, under obj_mutex while the
- * channel delivers no WQE (ibemu_data.c): each is created, driven from
- * RESET to its state with its saved attributes, attached to its groups,
- * and its posted receives go again. An SQE QP is driven to RTS (there is
- * no modify into SQE); its shadow says SQE until the ULP recovers it.
+ * A connected QP's connection does not survive its engine: outside RESET
+ * it is in ERR already (ibemu_kqp_channel_lost()), or it was driven on with
+ * no daemon and goes there now, with QP_FATAL. Its engine copy follows.
+ */
+static void replay_connected(struct ibemu_kqp *k, enum ib_qp_state state)
+{
+	if (state == IB_QPS_RESET)
+		return;
+	if (state != IB_QPS_ERR) {
+		spin_lock_irq(&k->lock);
+		k->state = IB_QPS_ERR;
+		spin_unlock_irq(&k->lock);
+		queue_event(k, IB_EVENT_QP_FATAL, GFP_KERNEL);
+	}
+	replay_modify(k, IB_QPS_ERR, 0);
+}
+
+/*
+ * The QPs of a device for a new channel, under obj_mutex while the channel
+ * delivers no WQE (ibemu_data.c): each is created, UD QPs driven from RESET
+ * to their state with their saved attributes and attached to their groups,
+ * RC and UC ones left in RESET or moved to ERR; then the posted receives go
+ * again.
  */
 void ibemu_kqp_replay(struct ibemu_dev *dev)
 {
@@ -1043,47 +1334,18 @@ void ibemu_kqp_replay(struct ibemu_dev *dev)
 
 	lockdep_assert_held(&dev->obj_mutex);
 	list_for_each_entry(k, &dev->kqps, node) {
-		struct ibemu_data_create_qp create = {
-			.hdr.type = IBEMU_DATA_CREATE_QP,
-			.hdr.length = sizeof(create),
-			.qpn = k->qp->ibqp.qp_num,
-			.pd = k->pd,
-			.send_cq = k->send_cq->handle,
-			.recv_cq = k->recv_cq->handle,
-			.max_send_wr = k->sq.max_wr,
-			.max_recv_wr = k->rq.max_wr,
-			.max_send_sge = k->sq.max_sge,
-			.max_recv_sge = k->rq.max_sge,
-			.max_inline_data = k->max_inline,
-			.qp_type = IBEMU_DATA_QPT_UD,
-			.sq_sig_all = k->sq_sig_all,
-		};
+		struct ibemu_data_create_qp create;
 		enum ib_qp_state state;
-		struct kqp_mcast *m;
 
+		fill_create(k, k->qp->ibqp.qp_num, &create);
 		submit(dev, &create, sizeof(create));
 		spin_lock_irq(&k->lock);
 		state = k->state;
 		spin_unlock_irq(&k->lock);
-		if (state == IB_QPS_ERR) {
-			replay_modify(k, IB_QPS_ERR, 0);
-		} else if (state != IB_QPS_RESET) {
-			replay_modify(k, IB_QPS_INIT, IB_QP_PKEY_INDEX |
-				      IB_QP_PORT | IB_QP_QKEY);
-			if (state != IB_QPS_INIT)
-				replay_modify(k, IB_QPS_RTR, 0);
-			if (state != IB_QPS_INIT && state != IB_QPS_RTR)
-				replay_modify(k, IB_QPS_RTS, IB_QP_SQ_PSN);
-			if (state == IB_QPS_SQD)
-				replay_modify(k, IB_QPS_SQD, 0);
-		}
-		list_for_each_entry(m, &k->mcast, node) {
-			struct ibemu_data_cmd *cmd;
-
-			if (!mcast_cmd(k, IBEMU_DATA_MCAST_ATTACH, &m->gid,
-				       m->lid, &cmd))
-				ibemu_data_cmd_submit(dev, cmd);
-		}
+		if (connected(k))
+			replay_connected(k, state);
+		else
+			replay_ud(k, state);
 		/* The receives the last engine held, and those posted since:
 		 * all outstanding ones, again, after the commands. */
 		spin_lock_irq(&k->lock);

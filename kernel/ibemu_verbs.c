@@ -5,7 +5,7 @@
  * context (for the async event file) and the CQs it binds to a completion
  * channel, whose events only the kernel can put on the channel. Kernel
  * consumers get real PDs, CQs (ibemu_cq.c), DMA and FRWR MRs (ibemu_mr.c),
- * AHs, QP0/QP1 (ibemu_mad_qp.c) and UD QPs (ibemu_kqp.c).
+ * AHs, QP0/QP1 (ibemu_mad_qp.c) and RC, UC and UD QPs (ibemu_kqp.c).
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -356,17 +356,11 @@ static int ibemu_destroy_ah(struct ib_ah *ibah, u32 flags)
 	return 0;
 }
 
-/* ---- QPs of kernel consumers: QP0, QP1 and UD ---- */
+/* ---- QPs of kernel consumers: QP0, QP1, RC, UC and UD ---- */
 
 static const char *qp_type_name(enum ib_qp_type type)
 {
 	switch (type) {
-	case IB_QPT_RC:
-		return "RC";
-	case IB_QPT_UC:
-		return "UC";
-	case IB_QPT_UD:
-		return "UD";
 	case IB_QPT_XRC_INI:
 		return "XRC initiator";
 	case IB_QPT_XRC_TGT:
@@ -387,13 +381,15 @@ static int ibemu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	case IB_QPT_SMI:
 	case IB_QPT_GSI:
 		return ibemu_create_mad_qp(ibqp, init);
+	case IB_QPT_RC:
+	case IB_QPT_UC:
 	case IB_QPT_UD:
 		return ibemu_create_kqp(ibqp, init);
 	default:
 		/* Consumers report only an errno, often a misleading one:
 		 * say what is missing, and whose QP. */
 		ibdev_notice_ratelimited(ibqp->device,
-			"%s: kernel %s QPs are not supported yet, only UD, QP0 and QP1 (see ibemu's docs/kernel-mode.md)\n",
+			"%s: kernel %s QPs are not supported yet, only RC, UC, UD, QP0 and QP1 (see ibemu's docs/kernel-mode.md)\n",
 			ibqp->res.kern_name ? ibqp->res.kern_name : "a kernel consumer",
 			qp_type_name(init->qp_type));
 		return -EOPNOTSUPP;
