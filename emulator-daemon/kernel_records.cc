@@ -11,15 +11,32 @@ using engine::QpAttrMask;
 using engine::WcOpcode;
 using engine::WrOpcode;
 
-// The values the ABI passes through (kernel/ibemu_abi.h, "engine").
+// The values the ABI passes through (kernel/ibemu_abi.h, "engine"), and
+// the mapped opcodes, which the module converts by name into these numbers:
+// every one an RC, UC or UD QP posts or completes.
 static_assert(IBEMU_DATA_QPT_RC == uint8_t(engine::QpType::kRc));
 static_assert(IBEMU_DATA_QPT_UC == uint8_t(engine::QpType::kUc));
 static_assert(IBEMU_DATA_QPT_UD == uint8_t(engine::QpType::kUd));
 static_assert(IBEMU_DATA_QPS_RESET == uint8_t(engine::QpState::kReset));
 static_assert(IBEMU_DATA_QPS_ERR == uint8_t(engine::QpState::kErr));
 static_assert(IBEMU_DATA_QP_STATE == engine::kQpState);
+static_assert(IBEMU_DATA_QP_CUR_STATE == engine::kQpCurState);
+static_assert(IBEMU_DATA_QP_EN_SQD_ASYNC_NOTIFY == engine::kQpEnSqdAsyncNotify);
+static_assert(IBEMU_DATA_QP_ACCESS_FLAGS == engine::kQpAccessFlags);
+static_assert(IBEMU_DATA_QP_PKEY_INDEX == engine::kQpPkeyIndex);
+static_assert(IBEMU_DATA_QP_PORT == engine::kQpPort);
+static_assert(IBEMU_DATA_QP_QKEY == engine::kQpQkey);
 static_assert(IBEMU_DATA_QP_AV == engine::kQpAv);
+static_assert(IBEMU_DATA_QP_PATH_MTU == engine::kQpPathMtu);
+static_assert(IBEMU_DATA_QP_TIMEOUT == engine::kQpTimeout);
+static_assert(IBEMU_DATA_QP_RETRY_CNT == engine::kQpRetryCnt);
+static_assert(IBEMU_DATA_QP_RNR_RETRY == engine::kQpRnrRetry);
+static_assert(IBEMU_DATA_QP_RQ_PSN == engine::kQpRqPsn);
+static_assert(IBEMU_DATA_QP_MAX_QP_RD_ATOMIC == engine::kQpMaxQpRdAtomic);
 static_assert(IBEMU_DATA_QP_MIN_RNR_TIMER == engine::kQpMinRnrTimer);
+static_assert(IBEMU_DATA_QP_SQ_PSN == engine::kQpSqPsn);
+static_assert(IBEMU_DATA_QP_MAX_DEST_RD_ATOMIC == engine::kQpMaxDestRdAtomic);
+static_assert(IBEMU_DATA_QP_PATH_MIG_STATE == engine::kQpPathMigState);
 static_assert(IBEMU_DATA_QP_DEST_QPN == engine::kQpDestQpn);
 static_assert(IBEMU_DATA_ACCESS_LOCAL_WRITE == engine::kAccessLocalWrite);
 static_assert(IBEMU_DATA_ACCESS_REMOTE_WRITE == engine::kAccessRemoteWrite);
@@ -29,18 +46,35 @@ static_assert(IBEMU_DATA_SEND_FENCE == engine::kSendFence);
 static_assert(IBEMU_DATA_SEND_SIGNALED == engine::kSendSignaled);
 static_assert(IBEMU_DATA_SEND_SOLICITED == engine::kSendSolicited);
 static_assert(IBEMU_DATA_SEND_INLINE == engine::kSendInline);
-static_assert(IBEMU_DATA_WR_SEND_WITH_INV == uint8_t(WrOpcode::kSendWithInv));
+static_assert(IBEMU_DATA_WR_RDMA_WRITE == uint8_t(WrOpcode::kRdmaWrite));
+static_assert(IBEMU_DATA_WR_RDMA_WRITE_WITH_IMM == uint8_t(WrOpcode::kRdmaWriteWithImm));
+static_assert(IBEMU_DATA_WR_SEND == uint8_t(WrOpcode::kSend));
+static_assert(IBEMU_DATA_WR_SEND_WITH_IMM == uint8_t(WrOpcode::kSendWithImm));
+static_assert(IBEMU_DATA_WR_RDMA_READ == uint8_t(WrOpcode::kRdmaRead));
+static_assert(IBEMU_DATA_WR_ATOMIC_CMP_AND_SWP == uint8_t(WrOpcode::kAtomicCmpAndSwp));
+static_assert(IBEMU_DATA_WR_ATOMIC_FETCH_AND_ADD == uint8_t(WrOpcode::kAtomicFetchAndAdd));
 static_assert(IBEMU_DATA_WR_LOCAL_INV == uint8_t(WrOpcode::kLocalInv));
 static_assert(IBEMU_DATA_WR_REG_MR == uint8_t(WrOpcode::kRegMr));
 static_assert(IBEMU_DATA_WC_RECV_RDMA_WITH_IMM == uint8_t(WcOpcode::kRecvRdmaWithImm));
 static_assert(IBEMU_DATA_WC_LOCAL_INV == uint8_t(WcOpcode::kLocalInv));
 static_assert(IBEMU_DATA_WC_REG_MR == uint8_t(WcOpcode::kRegMr));
+static_assert(IBEMU_DATA_WR_SEND_WITH_INV == uint8_t(WrOpcode::kSendWithInv));
+static_assert(IBEMU_DATA_WC_SEND == uint8_t(WcOpcode::kSend));
+static_assert(IBEMU_DATA_WC_RDMA_WRITE == uint8_t(WcOpcode::kRdmaWrite));
+static_assert(IBEMU_DATA_WC_RDMA_READ == uint8_t(WcOpcode::kRdmaRead));
+static_assert(IBEMU_DATA_WC_COMP_SWAP == uint8_t(WcOpcode::kCompSwap));
+static_assert(IBEMU_DATA_WC_FETCH_ADD == uint8_t(WcOpcode::kFetchAdd));
+static_assert(IBEMU_DATA_WC_RECV == uint8_t(WcOpcode::kRecv));
 static_assert(IBEMU_DATA_WC_GRH == engine::kWcGrh);
 static_assert(IBEMU_DATA_WC_WITH_IMM == engine::kWcWithImm);
 static_assert(IBEMU_DATA_WC_WITH_INV == engine::kWcWithInv);
 static_assert(IBEMU_DATA_WC_GENERAL_ERR == uint8_t(engine::WcStatus::kGeneralErr));
-static_assert(IBEMU_DATA_EVENT_QP_LAST_WQE_REACHED == uint8_t(engine::QpEvent::kLastWqeReached));
+static_assert(IBEMU_DATA_EVENT_QP_FATAL == uint8_t(engine::QpEvent::kFatal));
+static_assert(IBEMU_DATA_EVENT_QP_REQ_ERR == uint8_t(engine::QpEvent::kReqErr));
+static_assert(IBEMU_DATA_EVENT_QP_ACCESS_ERR == uint8_t(engine::QpEvent::kAccessErr));
 static_assert(IBEMU_DATA_EVENT_COMM_EST == uint8_t(engine::QpEvent::kCommEst));
+static_assert(IBEMU_DATA_EVENT_SQ_DRAINED == uint8_t(engine::QpEvent::kSqDrained));
+static_assert(IBEMU_DATA_EVENT_QP_LAST_WQE_REACHED == uint8_t(engine::QpEvent::kLastWqeReached));
 
 namespace {
 

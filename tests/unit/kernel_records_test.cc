@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 
 #include "kernel/ibemu_ctl_validate.h"
 
@@ -247,6 +248,195 @@ TEST(KernelRecords, GivenCompletionsOfRegistrationAndInvalidationExpectCqesTheMo
   EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
   EXPECT_EQ(r.flags, uint32_t(IBEMU_DATA_WC_WITH_INV));
   EXPECT_EQ(r.imm_or_rkey, 0x00abcd01u);
+}
+
+// An RC QP's send WQE of `opcode` with one SGE, as the module builds it:
+// no destination of its own (the QP's), 8 bytes of local memory.
+ibemu_data_send_wqe rc_send(uint8_t opcode) {
+  ibemu_data_send_wqe r = ud_send();
+  r.av = {};
+  r.remote_qpn = 0;
+  r.remote_qkey = 0;
+  r.imm_or_rkey = 0;
+  r.flags = IBEMU_DATA_SEND_SIGNALED | IBEMU_DATA_SEND_FENCE;
+  r.opcode = opcode;
+  r.num_sge = 1;
+  r.sge[0] = {0xffff888000004000, 8, 0x300};
+  r.sge[1] = {};
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(r.num_sge, 0));
+  return r;
+}
+
+engine::SendWqe converted(const ibemu_data_send_wqe& r) {
+  EXPECT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::SendWqe w;
+  EXPECT_EQ(kernel_records::to_send_wqe(r, &w), 0);
+  EXPECT_EQ(w.wr_id, r.token);
+  EXPECT_EQ(w.flags, engine::kSendSignaled | engine::kSendFence);
+  return w;
+}
+
+TEST(KernelRecords, GivenRdmaWritesAndReadsExpectTheirOpcodesRemoteAddressAndRkey) {
+  const std::pair<uint8_t, WrOpcode> ops[] = {
+      {IBEMU_DATA_WR_RDMA_WRITE, WrOpcode::kRdmaWrite},
+      {IBEMU_DATA_WR_RDMA_WRITE_WITH_IMM, WrOpcode::kRdmaWriteWithImm},
+      {IBEMU_DATA_WR_RDMA_READ, WrOpcode::kRdmaRead}};
+  for (const auto& [abi, engine_opcode] : ops) {
+    ibemu_data_send_wqe r = rc_send(abi);
+    r.remote_addr = 0x7f0000001000;
+    r.rkey = 0x1234500;
+    if (abi == IBEMU_DATA_WR_RDMA_WRITE_WITH_IMM) r.imm_or_rkey = 0xa1b2c3d4;
+    const engine::SendWqe w = converted(r);
+    EXPECT_EQ(w.opcode, engine_opcode);
+    EXPECT_EQ(w.remote_addr, 0x7f0000001000u);
+    EXPECT_EQ(w.rkey, 0x1234500u);
+    EXPECT_EQ(w.imm_or_rkey, r.imm_or_rkey);
+    ASSERT_EQ(w.num_sge, 1);
+    EXPECT_EQ(w.sge[0].lkey, 0x300u);
+  }
+}
+
+TEST(KernelRecords, GivenAtomicsExpectTheirOperandsInTheEngineWqe) {
+  ibemu_data_send_wqe r = rc_send(IBEMU_DATA_WR_ATOMIC_CMP_AND_SWP);
+  r.remote_addr = 0x7f0000002008;
+  r.rkey = 0x4400;
+  r.compare_add = 0x1111;
+  r.swap = 0x2222;
+  engine::SendWqe w = converted(r);
+  EXPECT_EQ(w.opcode, WrOpcode::kAtomicCmpAndSwp);
+  EXPECT_EQ(w.remote_addr, 0x7f0000002008u);
+  EXPECT_EQ(w.rkey, 0x4400u);
+  EXPECT_EQ(w.compare_add, 0x1111u);
+  EXPECT_EQ(w.swap, 0x2222u);
+  r = rc_send(IBEMU_DATA_WR_ATOMIC_FETCH_AND_ADD);
+  r.compare_add = 5;
+  w = converted(r);
+  EXPECT_EQ(w.opcode, WrOpcode::kAtomicFetchAndAdd);
+  EXPECT_EQ(w.compare_add, 5u);
+  EXPECT_EQ(w.sge[0].length, 8u);
+}
+
+TEST(KernelRecords, GivenSendWithInvalidateAndLocalInvalidateExpectTheRkeyToInvalidate) {
+  ibemu_data_send_wqe r = rc_send(IBEMU_DATA_WR_SEND_WITH_INV);
+  r.imm_or_rkey = 0x77700;
+  engine::SendWqe w = converted(r);
+  EXPECT_EQ(w.opcode, WrOpcode::kSendWithInv);
+  EXPECT_EQ(w.imm_or_rkey, 0x77700u);
+  // A local operation: no SGEs.
+  r = rc_send(IBEMU_DATA_WR_LOCAL_INV);
+  r.num_sge = 0;
+  std::memset(r.sge, 0, sizeof(r.sge));
+  r.hdr.length = uint16_t(ibemu_data_send_wqe_length(0, 0));
+  r.imm_or_rkey = 0x77700;
+  w = converted(r);
+  EXPECT_EQ(w.opcode, WrOpcode::kLocalInv);
+  EXPECT_EQ(w.imm_or_rkey, 0x77700u);
+  EXPECT_EQ(w.num_sge, 0);
+}
+
+TEST(KernelRecords, GivenAnRcQpsModifiesToRtrAndRtsExpectEveryConnectionAttribute) {
+  ibemu_data_modify_qp m{};
+  m.hdr = {IBEMU_DATA_MODIFY_QP, sizeof(m), 0, {}};
+  m.qpn = 0xf00010;
+  m.modify_seq = 2;
+  m.attr_mask = IBEMU_DATA_QP_STATE | IBEMU_DATA_QP_AV | IBEMU_DATA_QP_PATH_MTU |
+                IBEMU_DATA_QP_DEST_QPN | IBEMU_DATA_QP_RQ_PSN | IBEMU_DATA_QP_MAX_DEST_RD_ATOMIC |
+                IBEMU_DATA_QP_MIN_RNR_TIMER | IBEMU_DATA_QP_ACCESS_FLAGS;
+  m.qp_state = uint8_t(QpState::kRtr);
+  m.av.dlid = 7;
+  m.av.sl = 2;
+  m.av.src_path_bits = 1;
+  m.av.port = 1;
+  m.av.is_global = 1;
+  m.av.dgid[0] = 0xfe;
+  m.av.dgid[15] = 0x42;
+  m.av.flow_label = 0xabcde;
+  m.av.hop_limit = 64;
+  m.av.traffic_class = 3;
+  m.path_mtu = 3;  // 1024
+  m.dest_qpn = 0x000123;
+  m.rq_psn = 0x654321;
+  m.max_dest_rd_atomic = 16;
+  m.min_rnr_timer = 12;
+  m.access_flags = IBEMU_DATA_ACCESS_LOCAL_WRITE | IBEMU_DATA_ACCESS_REMOTE_WRITE |
+                   IBEMU_DATA_ACCESS_REMOTE_READ | IBEMU_DATA_ACCESS_REMOTE_ATOMIC;
+  ASSERT_EQ(ibemu_data_record_valid(&m, sizeof m, IBEMU_DATA_TO_DAEMON), 0);
+  engine::QpAttr a;
+  uint32_t mask = 0;
+  kernel_records::to_qp_attr(m, &a, &mask);
+  EXPECT_EQ(mask, m.attr_mask);
+  EXPECT_EQ(a.qp_state, QpState::kRtr);
+  EXPECT_EQ(a.ah.dlid, 7);
+  EXPECT_EQ(a.ah.sl, 2);
+  EXPECT_EQ(a.ah.src_path_bits, 1);
+  EXPECT_EQ(a.ah.port_num, 1);
+  EXPECT_TRUE(a.ah.is_global);
+  EXPECT_EQ(a.ah.dgid[0], 0xfe);
+  EXPECT_EQ(a.ah.dgid[15], 0x42);
+  EXPECT_EQ(a.ah.flow_label, 0xabcdeu);
+  EXPECT_EQ(a.ah.hop_limit, 64);
+  EXPECT_EQ(a.ah.traffic_class, 3);
+  EXPECT_EQ(a.path_mtu, 3u);
+  EXPECT_EQ(a.dest_qp_num, 0x123u);
+  EXPECT_EQ(a.rq_psn, 0x654321u);
+  EXPECT_EQ(a.max_dest_rd_atomic, 16);
+  EXPECT_EQ(a.min_rnr_timer, 12);
+  EXPECT_EQ(a.qp_access_flags, uint32_t(engine::kAccessLocalWrite | engine::kAccessRemoteWrite |
+                                        engine::kAccessRemoteRead | engine::kAccessRemoteAtomic));
+
+  m.modify_seq = 3;
+  m.attr_mask = IBEMU_DATA_QP_STATE | IBEMU_DATA_QP_TIMEOUT | IBEMU_DATA_QP_RETRY_CNT |
+                IBEMU_DATA_QP_RNR_RETRY | IBEMU_DATA_QP_SQ_PSN | IBEMU_DATA_QP_MAX_QP_RD_ATOMIC;
+  m.qp_state = uint8_t(QpState::kRts);
+  m.timeout = 14;
+  m.retry_cnt = 7;
+  m.rnr_retry = 6;
+  m.sq_psn = 0x123456;
+  m.max_rd_atomic = 4;
+  ASSERT_EQ(ibemu_data_record_valid(&m, sizeof m, IBEMU_DATA_TO_DAEMON), 0);
+  kernel_records::to_qp_attr(m, &a, &mask);
+  EXPECT_EQ(mask, m.attr_mask);
+  EXPECT_EQ(a.qp_state, QpState::kRts);
+  EXPECT_EQ(a.timeout, 14);
+  EXPECT_EQ(a.retry_cnt, 7);
+  EXPECT_EQ(a.rnr_retry, 6);
+  EXPECT_EQ(a.sq_psn, 0x123456u);
+  EXPECT_EQ(a.max_rd_atomic, 4);
+}
+
+TEST(KernelRecords, GivenTheCompletionsOfRcOperationsExpectTheirOpcodesForTheModule) {
+  const std::pair<WcOpcode, uint8_t> ops[] = {
+      {WcOpcode::kRdmaWrite, IBEMU_DATA_WC_RDMA_WRITE},
+      {WcOpcode::kRdmaRead, IBEMU_DATA_WC_RDMA_READ},
+      {WcOpcode::kCompSwap, IBEMU_DATA_WC_COMP_SWAP},
+      {WcOpcode::kFetchAdd, IBEMU_DATA_WC_FETCH_ADD},
+      {WcOpcode::kLocalInv, IBEMU_DATA_WC_LOCAL_INV},
+      {WcOpcode::kRecvRdmaWithImm, IBEMU_DATA_WC_RECV_RDMA_WITH_IMM}};
+  for (const auto& [engine_opcode, abi] : ops) {
+    engine::Completion c;
+    c.wr_id = 3;
+    c.opcode = engine_opcode;
+    c.byte_len = 8;
+    c.qp_num = 0xf00010;
+    const ibemu_data_cqe r = kernel_records::to_cqe(c, 2, false, 0);
+    EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
+    EXPECT_EQ(r.opcode, abi);
+  }
+  // A remote access error, and a receive that names the rkey it invalidated.
+  engine::Completion c;
+  c.status = WcStatus::kRemAccessErr;
+  c.opcode = WcOpcode::kRdmaWrite;
+  c.qp_num = 0xf00010;
+  ibemu_data_cqe r = kernel_records::to_cqe(c, 2, false, 0);
+  EXPECT_EQ(r.status, uint8_t(WcStatus::kRemAccessErr));
+  c.status = WcStatus::kSuccess;
+  c.opcode = WcOpcode::kRecv;
+  c.wc_flags = engine::kWcWithInv;
+  c.imm_data = 0x77700;
+  r = kernel_records::to_cqe(c, 2, false, 0);
+  EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(r.flags, uint32_t(IBEMU_DATA_WC_WITH_INV));
+  EXPECT_EQ(r.imm_or_rkey, 0x77700u);
 }
 
 }  // namespace
