@@ -21,7 +21,7 @@ if [ ! -e "/boot/vmlinuz-$KVER" ]; then
 fi
 # The test's own kernel consumers (tests/kernel/NAME, NAME/Kbuild), next to
 # ibemu.ko in the build directory; they are never installed.
-TEST_MODULES="kfrwr"
+TEST_MODULES="kfrwr kverbs"
 build_test_modules() {
   for m in $TEST_MODULES; do
     rm -rf "${BUILD:?}/$m" && mkdir -p "$BUILD/$m" &&

@@ -53,6 +53,12 @@ int exchange(int fd, const void* out, void* in, size_t n) {
 
 int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
                   uint8_t timeout, uint8_t rnr_retry, int access) {
+  return connect_rc_qp_psn(qp, remote_qpn, remote_lid, mtu, timeout, rnr_retry, access, 0, 0);
+}
+
+int connect_rc_qp_psn(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
+                      uint8_t timeout, uint8_t rnr_retry, int access, uint32_t sq_psn,
+                      uint32_t rq_psn) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access};
   int err =
       ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
@@ -61,6 +67,7 @@ int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, e
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = mtu;
   a.dest_qp_num = remote_qpn;
+  a.rq_psn = rq_psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 1;
   a.ah_attr.dlid = remote_lid;
@@ -75,6 +82,7 @@ int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, e
   a.retry_cnt = 7;
   a.rnr_retry = rnr_retry;
   a.max_rd_atomic = 1;
+  a.sq_psn = sq_psn;
   return ibv_modify_qp(qp, &a,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);

@@ -21,6 +21,10 @@ int exchange(int fd, const void* out, void* in, size_t n);
  * 7, one outstanding READ/atomic each way. Returns 0 or an errno. */
 int connect_rc_qp(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
                   uint8_t timeout, uint8_t rnr_retry, int access);
+/* The same with the first PSNs of each direction (connect_rc_qp: 0). */
+int connect_rc_qp_psn(struct ibv_qp* qp, uint32_t remote_qpn, uint16_t remote_lid, enum ibv_mtu mtu,
+                      uint8_t timeout, uint8_t rnr_retry, int access, uint32_t sq_psn,
+                      uint32_t rq_psn);
 
 /* The path MTU of `bytes` (256..4096), or 0 for any other number. */
 enum ibv_mtu mtu_from_bytes(int bytes);

@@ -1,0 +1,405 @@
+/*
+ * kverbs_peer: a verbs program at the other end of a kernel consumer's RC
+ * QP, the one tests/kernel/kverbs/ibemu_kverbs_test.ko creates on an ibemu
+ * device. It reads the kernel QP's number, LID, PSN and buffer from the
+ * module's control file, connects its own RC QP to it, tells the module to
+ * connect back, and then drives both ends:
+ *
+ *   SEND ping-pong (the kernel's receive and send, with immediate data),
+ *   RDMA WRITE and READ into and out of kernel memory, both ways,
+ *   the kernel's atomics (FETCH_ADD, CMP_SWAP) on the program's memory,
+ *   a WRITE with a bad rkey (REM_ACCESS_ERR, the kernel QP in ERR, its
+ *   other WQEs flushed, the program's QP in ERR too), ib_drain_qp, and a
+ *   reconnection of both QPs from RESET.
+ *
+ *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k]
+ *
+ * Defaults: ibemu1, /sys/kernel/debug/ibemu_kverbs/ctl, 10 rounds. With -k
+ * it only connects, runs the rounds and leaves the kernel QP in RTS with a
+ * receive posted (for a test of what the daemon's loss does to it). Prints
+ * one line per step; exits 0 when every step passed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <infiniband/verbs.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rc_common.h"
+
+#define BUF_SIZE 65536
+#define POLL_MS 20000 /* a completion's time under qemu's emulated CPUs */
+#define ACCESS                                                                 \
+  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+   IBV_ACCESS_REMOTE_ATOMIC)
+
+/* What the module says of its end. */
+struct kernel_end {
+  uint32_t qpn, psn, rkey, size;
+  uint16_t lid;
+  uint64_t addr;
+};
+
+static int ctl_fd = -1;
+static char ctl_text[16384];
+
+static struct rc_end me;
+static struct ibv_mr* mr;
+static uint8_t* buf;
+static uint32_t my_psn;
+
+/* ---- the module's control file ---- */
+
+/* Its whole text now, after a newline (every field starts a line); NULL
+ * on error. */
+static const char* ctl_read(void) {
+  ssize_t n = pread(ctl_fd, ctl_text + 1, sizeof(ctl_text) - 2, 0);
+  if (n < 0) {
+    perror("read control file");
+    return NULL;
+  }
+  ctl_text[0] = '\n';
+  ctl_text[n + 1] = 0;
+  return ctl_text;
+}
+
+/* Runs a command; returns its result lines, or NULL when it failed. */
+static const char* kcmd(const char* fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (pwrite(ctl_fd, line, strlen(line), 0) < 0) {
+    fprintf(stderr, "kernel: '%s': %s\n", line, strerror(errno));
+    return NULL;
+  }
+  const char* text = ctl_read();
+  const char* result = text ? strstr(text, "result\n") : NULL;
+  return result ? result + strlen("result\n") : NULL;
+}
+
+static int field(const char* text, const char* name, uint64_t* value) {
+  char key[32], *end;
+  snprintf(key, sizeof(key), "\n%s ", name);
+  const char* at = strstr(text, key);
+  if (!at) return -1;
+  *value = strtoull(at + strlen(key), &end, 0);
+  return end == at + strlen(key) ? -1 : 0;
+}
+
+static int read_kernel_end(struct kernel_end* k) {
+  const char* text = ctl_read();
+  uint64_t v[6];
+  if (!text || field(text, "qpn", &v[0]) || field(text, "lid", &v[1]) ||
+      field(text, "psn", &v[2]) || field(text, "addr", &v[3]) || field(text, "rkey", &v[4]) ||
+      field(text, "size", &v[5])) {
+    fprintf(stderr, "unexpected control file:\n%s\n", text ? text : "");
+    return -1;
+  }
+  *k = (struct kernel_end){
+      .qpn = v[0], .lid = v[1], .psn = v[2], .addr = v[3], .rkey = v[4], .size = v[5]};
+  return 0;
+}
+
+/* The kernel QP's state, as query_qp says. */
+static int kernel_state_is(const char* state) {
+  char want[32];
+  snprintf(want, sizeof(want), "\nstate %s\n", state);
+  for (int i = 0; i < 50; ++i) {
+    const char* text = ctl_read();
+    if (text && strstr(text, want)) return 1;
+    usleep(100000);
+  }
+  return 0;
+}
+
+/* Waits for the kernel's next `n` completions; each must say `expect`
+ * (e.g. "wc RECV status 0"), in order. */
+static int kernel_completions(int n, const char* const* expect) {
+  const char* r = kcmd("poll %d %d", n, POLL_MS);
+  if (!r) return -1;
+  const char* line = r;
+  for (int i = 0; i < n; ++i) {
+    if (strncmp(line, expect[i], strlen(expect[i]))) {
+      fprintf(stderr, "kernel completion %d: expected '%s', got:\n%s", i, expect[i], r);
+      return -1;
+    }
+    line = strchr(line, '\n');
+    if (!line) return -1;
+    line++;
+  }
+  return 0;
+}
+
+static int kernel_ok(const char* r) {
+  if (r && !strncmp(r, "ok\n", 3)) return 0;
+  fprintf(stderr, "kernel: %s", r ? r : "failed\n");
+  return -1;
+}
+
+/* ---- this end ---- */
+
+static uint8_t pattern(uint64_t seed, uint64_t i) { return (uint8_t)(seed + i * 7 + (i >> 8)); }
+
+static void fill(size_t off, size_t len, uint64_t seed) {
+  for (size_t i = 0; i < len; ++i) buf[off + i] = pattern(seed, i);
+}
+
+static int check(size_t off, size_t len, uint64_t seed) {
+  for (size_t i = 0; i < len; ++i)
+    if (buf[off + i] != pattern(seed, i)) {
+      fprintf(stderr, "byte %zu: 0x%02x, expected 0x%02x\n", i, buf[off + i], pattern(seed, i));
+      return -1;
+    }
+  return 0;
+}
+
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* This end's next completion, which must have `status` (and, when
+ * successful, `opcode`). */
+static int my_completion(enum ibv_wc_status status, enum ibv_wc_opcode opcode, struct ibv_wc* out) {
+  struct ibv_wc wc;
+  long deadline = now_ms() + POLL_MS;
+  int n;
+  while ((n = ibv_poll_cq(me.cq, 1, &wc)) == 0 && now_ms() < deadline) usleep(1000);
+  if (n != 1) {
+    fprintf(stderr, "no completion of this end within %d ms\n", POLL_MS);
+    return -1;
+  }
+  if (wc.status != status || (status == IBV_WC_SUCCESS && wc.opcode != opcode)) {
+    fprintf(stderr, "this end: %s (opcode %d), expected %s (opcode %d)\n",
+            ibv_wc_status_str(wc.status), wc.opcode, ibv_wc_status_str(status), opcode);
+    return -1;
+  }
+  if (out) *out = wc;
+  return 0;
+}
+
+static int post_recv(size_t off, size_t len) {
+  struct ibv_sge sge = {.addr = (uintptr_t)buf + off, .length = len, .lkey = mr->lkey};
+  struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
+  return ibv_post_recv(me.qp, &wr, &bad);
+}
+
+static int post(enum ibv_wr_opcode opcode, size_t off, size_t len, uint64_t raddr, uint32_t rkey) {
+  struct ibv_sge sge = {.addr = (uintptr_t)buf + off, .length = len, .lkey = mr->lkey};
+  struct ibv_send_wr wr = {
+      .sg_list = &sge, .num_sge = 1, .opcode = opcode, .send_flags = IBV_SEND_SIGNALED};
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  struct ibv_send_wr* bad;
+  return ibv_post_send(me.qp, &wr, &bad);
+}
+
+static uint64_t my_addr(size_t off) { return (uintptr_t)buf + off; }
+
+static int connect_both(const struct kernel_end* k) {
+  struct ibv_qp_attr reset = {.qp_state = IBV_QPS_RESET};
+  my_psn = (uint32_t)random() & 0xffffff;
+  if (ibv_modify_qp(me.qp, &reset, IBV_QP_STATE) ||
+      connect_rc_qp_psn(me.qp, k->qpn, k->lid, IBV_MTU_1024, 14, 7, ACCESS, my_psn, k->psn))
+    return -1;
+  return kernel_ok(kcmd("connect %u %u %u", me.qp->qp_num, me.lid, my_psn));
+}
+
+/* ---- the steps ---- */
+
+/* The kernel receives the program's SEND, then answers with its own. */
+static int ping_pong(const struct kernel_end* k, int rounds) {
+  (void)k;
+  const char* recv_ok[] = {"wc RECV status 0 (success) len 4096"};
+  const char* send_ok[] = {"wc SEND status 0"};
+  for (int r = 0; r < rounds; ++r) {
+    struct ibv_wc wc;
+    if (kernel_ok(kcmd("recv 0 4096")) || post_recv(32768, 4096)) return -1;
+    fill(0, 4096, r);
+    if (post(IBV_WR_SEND, 0, 4096, 0, 0) || my_completion(IBV_WC_SUCCESS, IBV_WC_SEND, NULL) ||
+        kernel_completions(1, recv_ok) || kernel_ok(kcmd("check 0 4096 %d", r)))
+      return -1;
+    if (kernel_ok(kcmd("fill 4096 4096 %d", 100 + r)) ||
+        kernel_ok(kcmd("send 4096 4096 %d", 0x1000 + r)) || kernel_completions(1, send_ok) ||
+        my_completion(IBV_WC_SUCCESS, IBV_WC_RECV, &wc))
+      return -1;
+    if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != (uint32_t)(0x1000 + r) ||
+        wc.byte_len != 4096 || check(32768, 4096, 100 + r)) {
+      fprintf(stderr, "round %d: the kernel's SEND arrived wrong\n", r);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int rdma_write(const struct kernel_end* k) {
+  const char* write_ok[] = {"wc RDMA_WRITE status 0"};
+  /* Into kernel memory. */
+  fill(0, 16384, 7);
+  if (post(IBV_WR_RDMA_WRITE, 0, 16384, k->addr + 8192, k->rkey) ||
+      my_completion(IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL) ||
+      kernel_ok(kcmd("check 8192 16384 7")))
+    return -1;
+  /* Out of it. */
+  memset(buf + 16384, 0, 8192);
+  if (kernel_ok(kcmd("fill 0 8192 9")) ||
+      kernel_ok(kcmd("write 0 8192 %lu %u", my_addr(16384), mr->rkey)) ||
+      kernel_completions(1, write_ok))
+    return -1;
+  return check(16384, 8192, 9);
+}
+
+static int rdma_read(const struct kernel_end* k) {
+  const char* read_ok[] = {"wc RDMA_READ status 0"};
+  /* Out of kernel memory. */
+  memset(buf, 0, 16384);
+  if (kernel_ok(kcmd("fill 24576 16384 11")) ||
+      post(IBV_WR_RDMA_READ, 0, 16384, k->addr + 24576, k->rkey) ||
+      my_completion(IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL) || check(0, 16384, 11))
+    return -1;
+  /* Into it. */
+  fill(16384, 8192, 13);
+  if (kernel_ok(kcmd("read 40960 8192 %lu %u", my_addr(16384), mr->rkey)) ||
+      kernel_completions(1, read_ok))
+    return -1;
+  return kernel_ok(kcmd("check 40960 8192 13"));
+}
+
+static int expect_word(const char* r, uint64_t want) {
+  unsigned long long got;
+  if (!r || sscanf(r, "word %llx", &got) != 1 || got != want) {
+    fprintf(stderr, "kernel word: %s, expected 0x%llx\n", r ? r : "?", (unsigned long long)want);
+    return -1;
+  }
+  return 0;
+}
+
+static int atomics(const struct kernel_end* k) {
+  const char* fadd_ok[] = {"wc FETCH_ADD status 0"};
+  const char* cswap_ok[] = {"wc CMP_SWAP status 0"};
+  volatile uint64_t* word = (volatile uint64_t*)(buf + 49152);
+  *word = 100;
+  /* The kernel's atomics on this program's memory. */
+  if (kernel_ok(kcmd("fadd 49152 %lu %u 5", my_addr(49152), mr->rkey)) ||
+      kernel_completions(1, fadd_ok) || expect_word(kcmd("word 49152"), 100))
+    return -1;
+  if (kernel_ok(kcmd("cswap 49160 %lu %u 105 7", my_addr(49152), mr->rkey)) ||
+      kernel_completions(1, cswap_ok) || expect_word(kcmd("word 49160"), 105))
+    return -1;
+  if (*word != 7) {
+    fprintf(stderr, "this end's word: %lu, expected 7\n", (unsigned long)*word);
+    return -1;
+  }
+  /* Not the other way: the unsafe global rkey grants remote read and
+   * write only (ib_alloc_pd), as on any HCA. */
+  return 0;
+}
+
+/*
+ * A WRITE with an rkey the program never handed out: the kernel's WQE
+ * completes with a remote access error, its QP goes to ERR and the WQEs
+ * behind it (a SEND, two receives) flush. The program's QP, the responder,
+ * goes to ERR too: its receive flushes.
+ */
+static int bad_rkey(void) {
+  const char* expect[] = {"wc RDMA_WRITE status 10 (remote access error)",
+                          "wc SEND status 5 (WR flushed)"};
+  const char* recv_flushed[] = {"wc RECV status 5 (WR flushed)", "wc RECV status 5 (WR flushed)"};
+  if (post_recv(0, 64) || kernel_ok(kcmd("recv 0 64")) || kernel_ok(kcmd("recv 64 64")) ||
+      kernel_ok(kcmd("write 0 64 %lu %u", my_addr(0), mr->rkey ^ 0x5a5a00)) ||
+      kernel_ok(kcmd("send 0 64")))
+    return -1;
+  /* The send queue's completions in order; the receives' after (one CQ:
+   * the engine flushes the send queue first). */
+  if (kernel_completions(2, expect) || kernel_completions(2, recv_flushed)) return -1;
+  if (!kernel_state_is("ERR")) {
+    fprintf(stderr, "the kernel QP is not in ERR:\n%s\n", ctl_read());
+    return -1;
+  }
+  return my_completion(IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL);
+}
+
+/* ib_drain_qp on a QP in ERR with a receive still posted: it returns, and
+ * the receive flushed before it. */
+static int drain(void) {
+  const char* flushed[] = {"wc RECV status 5 (WR flushed)"};
+  if (kernel_ok(kcmd("recv 0 64")) || kernel_ok(kcmd("drain")) || kernel_completions(1, flushed))
+    return -1;
+  return kernel_state_is("ERR") ? 0 : -1;
+}
+
+static int step(const char* name, int rc) {
+  printf("%s %s\n", rc ? "FAIL" : "ok  ", name);
+  fflush(stdout);
+  return rc ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  const char* device = "ibemu1";
+  const char* ctl = "/sys/kernel/debug/ibemu_kverbs/ctl";
+  int rounds = 10, keep = 0, opt;
+  while ((opt = getopt(argc, argv, "d:c:n:k")) != -1) {
+    switch (opt) {
+      case 'd':
+        device = optarg;
+        break;
+      case 'c':
+        ctl = optarg;
+        break;
+      case 'n':
+        rounds = atoi(optarg);
+        break;
+      case 'k':
+        keep = 1;
+        break;
+      default:
+        fprintf(stderr, "usage: %s [-d device] [-c control-file] [-n rounds] [-k]\n", argv[0]);
+        return 2;
+    }
+  }
+  srandom(getpid() ^ time(NULL));
+  ctl_fd = open(ctl, O_RDWR);
+  if (ctl_fd < 0) {
+    perror(ctl);
+    return 1;
+  }
+  struct kernel_end k;
+  if (read_kernel_end(&k)) return 1;
+  printf("kernel QP 0x%x, LID %u, PSN 0x%x, buffer 0x%lx (rkey 0x%x)\n", k.qpn, k.lid, k.psn,
+         (unsigned long)k.addr, k.rkey);
+  buf = aligned_alloc(4096, BUF_SIZE);
+  if (!buf || open_rc_end(device, 16, &me) || !(mr = ibv_reg_mr(me.pd, buf, BUF_SIZE, ACCESS))) {
+    fprintf(stderr, "%s: no RC QP: %s\n", device, strerror(errno));
+    return 1;
+  }
+  int failed = step("connect (the program's QP and the kernel's, RESET to RTS)", connect_both(&k));
+  if (failed) return 1;
+  failed += step("SEND ping-pong with the kernel QP", ping_pong(&k, rounds));
+  if (keep)
+    return step("the kernel QP left in RTS with a receive posted", kernel_ok(kcmd("recv 0 64"))) ||
+           failed;
+  failed += step("RDMA WRITE into and out of kernel memory", rdma_write(&k));
+  failed += step("RDMA READ out of and into kernel memory", rdma_read(&k));
+  failed += step("the kernel's atomics on this program's memory", atomics(&k));
+  failed += step("a bad rkey: REM_ACCESS_ERR, the kernel QP in ERR, the rest flushed", bad_rkey());
+  failed += step("ib_drain_qp", drain());
+  failed += step("reconnected from RESET: a SEND round trip", connect_both(&k) || ping_pong(&k, 1));
+  failed += step("ib_drain_qp on teardown", kernel_ok(kcmd("drain")));
+  ibv_destroy_qp(me.qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(me.cq);
+  ibv_dealloc_pd(me.pd);
+  ibv_close_device(me.ctx);
+  return failed ? 1 : 0;
+}
