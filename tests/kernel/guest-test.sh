@@ -32,7 +32,8 @@ sanitize_programs() {
 # inside opensm's own libraries (libosmvendor, libosmcomp) and aborted it.
 UNSANITIZED="env -u LD_PRELOAD"
 
-# check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure.
+# check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure;
+# returns the command's success.
 check() {
   name=$1
   shift
@@ -43,6 +44,7 @@ check() {
     FAILED=$((FAILED + 1))
     echo "FAIL   $name"
     sed 's/^/       | /' "$OUT" | tail -n 40
+    return 1
   fi
 }
 
@@ -434,16 +436,50 @@ if ip netns list | grep -q ibpeer && [ -f "$RDMA_CORE_TESTS/test_rdmacm.py" ] &&
   /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
   check "rdma-core's rdma_cm tests (pyverbs) on ib0's address, none skipped" pyverbs_rdmacm
 fi
-# An SRP initiator's login to ibemu1's port: the CM's REQ needs its RC QP,
-# which is refused with an error, not a warning.
+# A kernel consumer's RC QP (tests/kernel/kverbs): ibemu_kverbs_test.ko
+# creates it on ibemu0 with a CQ and a kernel buffer; kverbs_peer, a verbs
+# program on ibemu1, connects to it through the module's debugfs file and
+# runs SENDs, RDMA WRITE and READ, atomics, a bad rkey and ib_drain_qp.
+KVERBS_KO=$BUILD/kverbs/ibemu_kverbs_test.ko
+KVERBS_CTL=/sys/kernel/debug/ibemu_kverbs/ctl
+kverbs_load() {
+  insmod "$KVERBS_KO" && cat "$KVERBS_CTL" && grep -q "^state RESET" "$KVERBS_CTL"
+}
+kverbs_peer() {
+  "$BUILD/bin/kverbs_peer" -d ibemu1 "$@" && no_kernel_problems
+}
+# The daemon gone, the connected QP goes to ERR with QP_FATAL and its
+# posted receive flushes in the module (design 6.8).
+kverbs_lost() {
+  echo "poll 1 10000" > "$KVERBS_CTL" && cat "$KVERBS_CTL" > /tmp/kverbs.out
+  cat /tmp/kverbs.out
+  grep -q "^state ERR" /tmp/kverbs.out && grep -q "^events .*QP fatal error" /tmp/kverbs.out &&
+    grep -q "^wc RECV status 5 " /tmp/kverbs.out
+}
+kverbs_unload() {
+  rmmod ibemu_kverbs_test && ! lsmod | grep -q '^ibemu_kverbs_test ' && no_kernel_problems
+}
+HAVE_KVERBS=""
+if [ -f "$KVERBS_KO" ] && [ -x "$BUILD/bin/kverbs_peer" ]; then
+  check "a kernel consumer's RC QP, CQ and buffer on ibemu0 (ibemu_kverbs_test.ko)" kverbs_load &&
+    HAVE_KVERBS=yes
+fi
+if [ -n "$HAVE_KVERBS" ]; then
+  check "kernel RC QP <-> verbs program: SENDs, RDMA WRITE/READ, atomics, bad rkey, drain" \
+    kverbs_peer -n 3
+  check "the kernel RC QP connected again, a receive posted (for the daemon's loss)" \
+    kverbs_peer -n 1 -k
+fi
+# An SRP initiator's login to ibemu1's port, where no target listens: its
+# RC QP is created, and the login fails cleanly (no warning).
 srp_login() {
   dgid=$(tr -d : < /sys/class/infiniband/ibemu1/ports/1/gids/0)
   target="id_ext=1,ioc_guid=1,dgid=$dgid,pkey=ffff,service_id=1"
-  ! echo "$target" 2>&1 > /sys/class/infiniband_srp/srp-ibemu0-1/add_target &&
-    dmesg | grep -E "ibemu0: ib_srp: kernel RC QPs are not supported yet"
+  ! timeout 120 sh -c "echo $target > /sys/class/infiniband_srp/srp-ibemu0-1/add_target" &&
+    no_kernel_problems
 }
 if [ -e /sys/class/infiniband_srp/srp-ibemu0-1/add_target ]; then
-  check "an SRP login fails with a message naming ib_srp's QP" srp_login
+  check "an SRP login to a port no target serves fails cleanly (its RC QP created)" srp_login
 fi
 
 # Fast registration (design 6.6) as far as it goes without a connection: a
@@ -513,6 +549,9 @@ check "ibemud's control file takes IBEMU_IOC_OPEN_DATA" daemon_data_channel
 check "the daemon stopping turns the ports DOWN" sh -c \
   "$SRC/scripts/kernel-node.sh down && sleep 1 && cat /sys/class/infiniband/ibemu0/ports/1/state | grep -q DOWN"
 check "ibv_asyncwatch sees PORT_ERR" sh -c 'sleep 1; cat /tmp/asyncwatch.out; grep -q "IBV_EVENT_PORT_ERR" /tmp/asyncwatch.out'
+if [ -n "$HAVE_KVERBS" ]; then
+  check "the daemon gone, the kernel RC QP goes to ERR (QP_FATAL) and its receive flushes" kverbs_lost
+fi
 kill $watch_pid 2>/dev/null
 wait $watch_pid 2>/dev/null
 
@@ -563,6 +602,11 @@ if lsmod | grep -q '^ib_ipoib '; then
       "ip netns exec ibpeer true && sleep 5 && ping -c 3 -w 60 $PEER_IP"
   fi
 fi
+if [ -n "$HAVE_KVERBS" ]; then
+  # Replayed in ERR; the connection starts again from RESET.
+  check "the kernel RC QP after the daemon's restart: reconnected, the whole exchange again" \
+    kverbs_peer -n 1
+fi
 check "ibv_rc_pingpong after the restart" \
   pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
 check "kill -9 of ibemud turns the ports DOWN" sh -c \
@@ -597,6 +641,43 @@ if command -v opensm > /dev/null; then
   check "ibv_rc_pingpong on opensm's subnet" \
     pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1
   "$SRC/scripts/kernel-node.sh" down > /dev/null 2>&1
+fi
+# Across hosts: a second ibemud, in no-kernel mode, in a network namespace
+# linked to the kernel-mode daemon over a veth pair (the layout of
+# tests/integration/hosts.py); kverbs_peer runs there under `ibemu run`
+# against the kernel RC QP. `ip netns exec` mounts a sysfs of its own, so
+# the module's file is reached through a second debugfs mount.
+HOSTB_RT=/tmp/ibemu-hostb
+hostb() { ip netns exec hostb "$@"; }
+cross_host_up() {
+  ip netns add hostb && ip link add kvlink type veth peer name eth0 netns hostb &&
+    ip addr add 10.232.0.1/24 dev kvlink && ip link set kvlink up &&
+    ip -n hostb addr add 10.232.0.2/24 dev eth0 && ip -n hostb link set eth0 up &&
+    ip -n hostb link set lo up || return 1
+  echo '{"kernel": "on", "fabric": {"bind": "10.232.0.1", "peers": ["10.232.0.2"]}}' > /tmp/kernel-host.json
+  echo '{"kernel": "off", "fabric": {"bind": "10.232.0.2", "peers": ["10.232.0.1"]}}' > /tmp/hostb.json
+  mkdir -p /tmp/kdebug && mount -t debugfs debugfs /tmp/kdebug &&
+    IBEMU_CONFIG=/tmp/kernel-host.json "$SRC/scripts/kernel-node.sh" up &&
+    hostb ibemu -r "$HOSTB_RT" up --config /tmp/hostb.json || {
+    tail -n 20 "$HOSTB_RT/ibemud.log"
+    return 1
+  }
+  hostb ibemu -r "$HOSTB_RT" status | grep -E "ACTIVE|peer"
+}
+cross_host_down() {
+  hostb ibemu -r "$HOSTB_RT" down
+  "$SRC/scripts/kernel-node.sh" down
+  umount /tmp/kdebug
+  ip netns del hostb
+}
+if [ -n "$HAVE_KVERBS" ]; then
+  if check "a second host: ibemud in no-kernel mode in a namespace, linked to this one" cross_host_up; then
+    check "kernel RC QP <-> verbs program on the other host (ibemu run): the whole exchange" \
+      hostb ibemu -r "$HOSTB_RT" run -- "$BUILD/bin/kverbs_peer" -d ibemu0 \
+      -c /tmp/kdebug/ibemu_kverbs/ctl -n 2
+  fi
+  cross_host_down > /dev/null 2>&1
+  check "rmmod ibemu_kverbs_test (ib_drain_qp, destroy, no warning)" kverbs_unload
 fi
 check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
 if lsmod | grep -q '^ib_ipoib '; then
