@@ -4,9 +4,9 @@
  * stays in user space (the provider); the module owns what only a kernel can:
  * the devices in sysfs and /dev/infiniband, user contexts, completion
  * channels and async events, and the kernel QP0/QP1 that ib_mad and ib_umad
- * need. Kernel consumers' other objects (CQs, MRs, UD QPs) are shadowed
- * here and carried out by the daemon's engine over the data channel. See
- * docs/kernel-mode.md and docs/design/kernel-consumers.md.
+ * need. Kernel consumers' other objects (CQs, DMA and FRWR MRs, RC, UC and
+ * UD QPs) are shadowed here and carried out by the daemon's engine over the
+ * data channel. See docs/kernel-mode.md and docs/design/kernel-consumers.md.
  */
 #ifndef IBEMU_H
 #define IBEMU_H
@@ -252,7 +252,7 @@ void ibemu_cq_push(struct ibemu_cq *cq, const struct ib_wc *wc);
 void ibemu_cq_purge_qp(struct ibemu_cq *cq, struct ib_qp *qp);
 void ibemu_cq_replay(struct ibemu_dev *dev);
 
-/* ibemu_kqp.c: kernel consumers' RC, UC and UD QPs (UD only for now) */
+/* ibemu_kqp.c: kernel consumers' RC, UC and UD QPs */
 int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
 int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask);
 int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

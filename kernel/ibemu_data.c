@@ -675,9 +675,10 @@ static long data_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
  * the replay posts again are never delivered twice.
  *
  * In order: CQs, MRs (DMA MRs, and FRWR MRs free: a registration dies with
- * its engine), UD QPs driven from RESET to their state with their groups
- * and receives. Step 2 adds RC and UC QPs in RESET, step 4 SRQs with their
- * receives (before the QPs).
+ * its engine), QPs: UD ones driven from RESET to their state with their
+ * groups and receives, RC and UC ones in RESET or ERR (their connections
+ * died with the last engine). Step 4 adds SRQs with their receives (before
+ * the QPs).
  */
 static void replay(struct ibemu_data_chan *chan, struct ibemu_dev *dev)
 {
@@ -690,7 +691,8 @@ static void replay(struct ibemu_data_chan *chan, struct ibemu_dev *dev)
 /*
  * The channel that served `dev` has ended, and with it what the engine held
  * for the device (design, section 6.8): UD sends complete (datagrams lost on
- * a dead link), UD receives stay for the replay, a QP in ERR flushes. Runs
+ * a dead link), UD receives stay for the replay, a QP in ERR flushes, and
+ * RC and UC QPs go to ERR with QP_FATAL and flush (their connections). Runs
  * once per ended channel, before the next channel's replay: from
  * report_lost() with no lock held, or from that attach if it comes first.
  * Under dev->obj_mutex.
