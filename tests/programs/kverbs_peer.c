@@ -12,12 +12,14 @@
  *   other WQEs flushed, the program's QP in ERR too), ib_drain_qp, and a
  *   reconnection of both QPs from RESET.
  *
- *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k]
+ *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k | -u]
  *
  * Defaults: ibemu1, /sys/kernel/debug/ibemu_kverbs/ctl, 10 rounds. With -k
  * it only connects, runs the rounds and leaves the kernel QP in RTS with a
- * receive posted (for a test of what the daemon's loss does to it). Prints
- * one line per step; exits 0 when every step passed.
+ * receive posted (for a test of what the daemon's loss does to it). With -u
+ * both QPs are UC: SENDs, RDMA WRITEs, READ and atomics refused at post
+ * time, drain; the module gets an RC QP again at the end. Prints one line
+ * per step; exits 0 when every step passed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,6 +57,7 @@ static struct rc_end me;
 static struct ibv_mr* mr;
 static uint8_t* buf;
 static uint32_t my_psn;
+static int uc; /* both QPs are UC */
 
 /* ---- the module's control file ---- */
 
@@ -140,10 +143,30 @@ static int kernel_completions(int n, const char* const* expect) {
   return 0;
 }
 
+static int occurrences(const char* text, const char* what) {
+  int n = 0;
+  for (const char* at = text; at && (at = strstr(at, what)); at += strlen(what)) n++;
+  return n;
+}
+
 static int kernel_ok(const char* r) {
   if (r && !strncmp(r, "ok\n", 3)) return 0;
   fprintf(stderr, "kernel: %s", r ? r : "failed\n");
   return -1;
+}
+
+/*
+ * The module's verbs return before the daemon's engine has applied them, and
+ * packets that reach the kernel QP meanwhile find it not yet in RTR or
+ * without its receive: RC recovers (RNR NAK, retransmission), UC loses the
+ * message. So on UC this end sends only once the engine has caught up: a
+ * zero-length WRITE of the kernel's completes after everything the module
+ * queued before it.
+ */
+static int kernel_settled(void) {
+  const char* write_ok[] = {"wc RDMA_WRITE status 0"};
+  if (!uc) return 0;
+  return kernel_ok(kcmd("write 0 0 0 0")) || kernel_completions(1, write_ok);
 }
 
 /* ---- this end ---- */
@@ -154,6 +177,12 @@ static void fill(size_t off, size_t len, uint64_t seed) {
   for (size_t i = 0; i < len; ++i) buf[off + i] = pattern(seed, i);
 }
 
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 static int check(size_t off, size_t len, uint64_t seed) {
   for (size_t i = 0; i < len; ++i)
     if (buf[off + i] != pattern(seed, i)) {
@@ -161,12 +190,6 @@ static int check(size_t off, size_t len, uint64_t seed) {
       return -1;
     }
   return 0;
-}
-
-static long now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 /* This end's next completion, which must have `status` (and, when
@@ -207,25 +230,61 @@ static int post(enum ibv_wr_opcode opcode, size_t off, size_t len, uint64_t radd
 
 static uint64_t my_addr(size_t off) { return (uintptr_t)buf + off; }
 
+/* A UC QP in place of open_rc_end's RC one. */
+static int use_uc_qp(void) {
+  struct ibv_qp_init_attr qa = {
+      .send_cq = me.cq,
+      .recv_cq = me.cq,
+      .qp_type = IBV_QPT_UC,
+      .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
+  ibv_destroy_qp(me.qp);
+  me.qp = ibv_create_qp(me.pd, &qa);
+  return me.qp ? 0 : -1;
+}
+
+/* RESET -> RTS for UC: no responder resources, RNR NAKs or retries. */
+static int connect_uc_qp(uint32_t remote_qpn, uint16_t remote_lid, uint32_t rq_psn) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .port_num = 1,
+                          .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+  if (ibv_modify_qp(me.qp, &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return -1;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = remote_qpn;
+  a.rq_psn = rq_psn;
+  a.ah_attr.dlid = remote_lid;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(me.qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+    return -1;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = my_psn;
+  return ibv_modify_qp(me.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
 static int connect_both(const struct kernel_end* k) {
   struct ibv_qp_attr reset = {.qp_state = IBV_QPS_RESET};
   my_psn = (uint32_t)random() & 0xffffff;
   if (ibv_modify_qp(me.qp, &reset, IBV_QP_STATE) ||
-      connect_rc_qp_psn(me.qp, k->qpn, k->lid, IBV_MTU_1024, 14, 7, ACCESS, my_psn, k->psn))
+      (uc ? connect_uc_qp(k->qpn, k->lid, k->psn)
+          : connect_rc_qp_psn(me.qp, k->qpn, k->lid, IBV_MTU_1024, 14, 7, ACCESS, my_psn, k->psn)))
     return -1;
-  return kernel_ok(kcmd("connect %u %u %u", me.qp->qp_num, me.lid, my_psn));
+  return kernel_ok(kcmd("connect %u %u %u", me.qp->qp_num, me.lid, my_psn)) || kernel_settled();
 }
 
 /* ---- the steps ---- */
 
 /* The kernel receives the program's SEND, then answers with its own. */
-static int ping_pong(const struct kernel_end* k, int rounds) {
-  (void)k;
+static int ping_pong(int rounds) {
   const char* recv_ok[] = {"wc RECV status 0 (success) len 4096"};
   const char* send_ok[] = {"wc SEND status 0"};
   for (int r = 0; r < rounds; ++r) {
     struct ibv_wc wc;
-    if (kernel_ok(kcmd("recv 0 4096")) || post_recv(32768, 4096)) return -1;
+    if (kernel_ok(kcmd("recv 0 4096")) || post_recv(32768, 4096) || kernel_settled()) return -1;
     fill(0, 4096, r);
     if (post(IBV_WR_SEND, 0, 4096, 0, 0) || my_completion(IBV_WC_SUCCESS, IBV_WC_SEND, NULL) ||
         kernel_completions(1, recv_ok) || kernel_ok(kcmd("check 0 4096 %d", r)))
@@ -243,13 +302,31 @@ static int ping_pong(const struct kernel_end* k, int rounds) {
   return 0;
 }
 
+/*
+ * A WRITE's data in place, as its completion says on RC (the ACK came back
+ * after it landed). On UC the requester's WQE completes once sent: the
+ * data is looked for until it is there.
+ */
+static int landed_here(size_t off, size_t len, uint64_t seed) {
+  for (long deadline = now_ms() + POLL_MS; uc && now_ms() < deadline; usleep(10000))
+    if (buf[off + len - 1] == pattern(seed, len - 1) && !check(off, len, seed)) return 0;
+  return check(off, len, seed);
+}
+
+static int landed_in_kernel(size_t off, size_t len, uint64_t seed) {
+  const char* r = kcmd("check %zu %zu %lu", off, len, (unsigned long)seed);
+  for (long deadline = now_ms() + POLL_MS; uc && r && strncmp(r, "ok\n", 3) && now_ms() < deadline;
+       usleep(10000))
+    r = kcmd("check %zu %zu %lu", off, len, (unsigned long)seed);
+  return kernel_ok(r);
+}
+
 static int rdma_write(const struct kernel_end* k) {
   const char* write_ok[] = {"wc RDMA_WRITE status 0"};
   /* Into kernel memory. */
   fill(0, 16384, 7);
   if (post(IBV_WR_RDMA_WRITE, 0, 16384, k->addr + 8192, k->rkey) ||
-      my_completion(IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL) ||
-      kernel_ok(kcmd("check 8192 16384 7")))
+      my_completion(IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL) || landed_in_kernel(8192, 16384, 7))
     return -1;
   /* Out of it. */
   memset(buf + 16384, 0, 8192);
@@ -257,7 +334,7 @@ static int rdma_write(const struct kernel_end* k) {
       kernel_ok(kcmd("write 0 8192 %lu %u", my_addr(16384), mr->rkey)) ||
       kernel_completions(1, write_ok))
     return -1;
-  return check(16384, 8192, 9);
+  return landed_here(16384, 8192, 9);
 }
 
 static int rdma_read(const struct kernel_end* k) {
@@ -285,7 +362,7 @@ static int expect_word(const char* r, uint64_t want) {
   return 0;
 }
 
-static int atomics(const struct kernel_end* k) {
+static int atomics(void) {
   const char* fadd_ok[] = {"wc FETCH_ADD status 0"};
   const char* cswap_ok[] = {"wc CMP_SWAP status 0"};
   volatile uint64_t* word = (volatile uint64_t*)(buf + 49152);
@@ -313,16 +390,21 @@ static int atomics(const struct kernel_end* k) {
  * goes to ERR too: its receive flushes.
  */
 static int bad_rkey(void) {
-  const char* expect[] = {"wc RDMA_WRITE status 10 (remote access error)",
-                          "wc SEND status 5 (WR flushed)"};
-  const char* recv_flushed[] = {"wc RECV status 5 (WR flushed)", "wc RECV status 5 (WR flushed)"};
+  const char* error[] = {"wc RDMA_WRITE status 10 (remote access error)"};
   if (post_recv(0, 64) || kernel_ok(kcmd("recv 0 64")) || kernel_ok(kcmd("recv 64 64")) ||
       kernel_ok(kcmd("write 0 64 %lu %u", my_addr(0), mr->rkey ^ 0x5a5a00)) ||
       kernel_ok(kcmd("send 0 64")))
     return -1;
-  /* The send queue's completions in order; the receives' after (one CQ:
-   * the engine flushes the send queue first). */
-  if (kernel_completions(2, expect) || kernel_completions(2, recv_flushed)) return -1;
+  /* The WRITE's error first; then the flushes of both queues, whose order
+   * between the queues is not defined (the SEND may reach the engine
+   * after the error). */
+  if (kernel_completions(1, error)) return -1;
+  const char* r = kcmd("poll 3 %d", POLL_MS);
+  if (occurrences(r, "wc SEND status 5 (WR flushed)") != 1 ||
+      occurrences(r, "wc RECV status 5 (WR flushed)") != 2) {
+    fprintf(stderr, "expected one SEND and two RECVs flushed, got:\n%s", r ? r : "");
+    return -1;
+  }
   if (!kernel_state_is("ERR")) {
     fprintf(stderr, "the kernel QP is not in ERR:\n%s\n", ctl_read());
     return -1;
@@ -345,11 +427,37 @@ static int step(const char* name, int rc) {
   return rc ? 1 : 0;
 }
 
+/* A command the module's QP must refuse at post time (EINVAL). */
+static int kernel_refuses(const char* line) {
+  if (pwrite(ctl_fd, line, strlen(line), 0) < 0 && errno == EINVAL) return 0;
+  fprintf(stderr, "kernel: '%s' was not refused with EINVAL\n", line);
+  return -1;
+}
+
+/* UC carries no RDMA READ and no atomics (IBA table 84). */
+static int uc_refusals(void) {
+  char line[128];
+  snprintf(line, sizeof(line), "read 0 64 %lu %u", my_addr(0), mr->rkey);
+  if (kernel_refuses(line)) return -1;
+  snprintf(line, sizeof(line), "fadd 0 %lu %u 1", my_addr(0), mr->rkey);
+  return kernel_refuses(line);
+}
+
+static int uc_steps(const struct kernel_end* k, int rounds) {
+  int failed = step("UC: connect (the program's QP and the kernel's)", connect_both(k));
+  if (failed) return 1;
+  failed += step("UC: SEND ping-pong with the kernel QP", ping_pong(rounds));
+  failed += step("UC: RDMA WRITE into and out of kernel memory", rdma_write(k));
+  failed += step("UC: RDMA READ and atomics refused at post time", uc_refusals());
+  failed += step("UC: ib_drain_qp", kernel_ok(kcmd("drain")));
+  return failed + step("the module's QP an RC one again", kernel_ok(kcmd("type rc")));
+}
+
 int main(int argc, char** argv) {
   const char* device = "ibemu1";
   const char* ctl = "/sys/kernel/debug/ibemu_kverbs/ctl";
   int rounds = 10, keep = 0, opt;
-  while ((opt = getopt(argc, argv, "d:c:n:k")) != -1) {
+  while ((opt = getopt(argc, argv, "d:c:n:ku")) != -1) {
     switch (opt) {
       case 'd':
         device = optarg;
@@ -363,8 +471,11 @@ int main(int argc, char** argv) {
       case 'k':
         keep = 1;
         break;
+      case 'u':
+        uc = 1;
+        break;
       default:
-        fprintf(stderr, "usage: %s [-d device] [-c control-file] [-n rounds] [-k]\n", argv[0]);
+        fprintf(stderr, "usage: %s [-d device] [-c control-file] [-n rounds] [-k | -u]\n", argv[0]);
         return 2;
     }
   }
@@ -375,26 +486,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   struct kernel_end k;
-  if (read_kernel_end(&k)) return 1;
+  if ((uc && kernel_ok(kcmd("type uc"))) || read_kernel_end(&k)) return 1;
   printf("kernel QP 0x%x, LID %u, PSN 0x%x, buffer 0x%lx (rkey 0x%x)\n", k.qpn, k.lid, k.psn,
          (unsigned long)k.addr, k.rkey);
   buf = aligned_alloc(4096, BUF_SIZE);
-  if (!buf || open_rc_end(device, 16, &me) || !(mr = ibv_reg_mr(me.pd, buf, BUF_SIZE, ACCESS))) {
-    fprintf(stderr, "%s: no RC QP: %s\n", device, strerror(errno));
+  if (!buf || open_rc_end(device, 16, &me) || !(mr = ibv_reg_mr(me.pd, buf, BUF_SIZE, ACCESS)) ||
+      (uc && use_uc_qp())) {
+    fprintf(stderr, "%s: no QP: %s\n", device, strerror(errno));
     return 1;
   }
+  if (uc) return uc_steps(&k, rounds) ? 1 : 0;
   int failed = step("connect (the program's QP and the kernel's, RESET to RTS)", connect_both(&k));
   if (failed) return 1;
-  failed += step("SEND ping-pong with the kernel QP", ping_pong(&k, rounds));
+  failed += step("SEND ping-pong with the kernel QP", ping_pong(rounds));
   if (keep)
     return step("the kernel QP left in RTS with a receive posted", kernel_ok(kcmd("recv 0 64"))) ||
            failed;
   failed += step("RDMA WRITE into and out of kernel memory", rdma_write(&k));
   failed += step("RDMA READ out of and into kernel memory", rdma_read(&k));
-  failed += step("the kernel's atomics on this program's memory", atomics(&k));
+  failed += step("the kernel's atomics on this program's memory", atomics());
   failed += step("a bad rkey: REM_ACCESS_ERR, the kernel QP in ERR, the rest flushed", bad_rkey());
   failed += step("ib_drain_qp", drain());
-  failed += step("reconnected from RESET: a SEND round trip", connect_both(&k) || ping_pong(&k, 1));
+  failed += step("reconnected from RESET: a SEND round trip", connect_both(&k) || ping_pong(1));
   failed += step("ib_drain_qp on teardown", kernel_ok(kcmd("drain")));
   ibv_destroy_qp(me.qp);
   ibv_dereg_mr(mr);

@@ -4,13 +4,15 @@
  * (never installed). Like a ULP it registers an ib_client, and on the device
  * it is told to use (module parameter `device`, default ibemu0) it creates a
  * PD with an unsafe global rkey (as SRP and iSER do), a CQ polled from a
- * workqueue, an RC QP and a kernel buffer mapped with ib_dma_map_single.
+ * workqueue, an RC QP (a UC one on command) and a kernel buffer mapped with
+ * ib_dma_map_single.
  * A verbs program on the other end (tests/programs/kverbs_peer.c) drives it
  * through /sys/kernel/debug/ibemu_kverbs/ctl:
  *
- *   read:  qpn, lid, gid, psn, addr, rkey, size, state, the async events
- *          seen, and the result of the last command
+ *   read:  qpn, type, lid, gid, psn, addr, rkey, size, state, the async
+ *          events seen, and the result of the last command
  *   write one command:
+ *     type rc|uc                a new QP of that type in place of the last
  *     connect QPN LID PSN       RESET -> INIT -> RTR -> RTS toward the peer
  *     recv OFF LEN              post a receive into the buffer
  *     send OFF LEN [IMM]        post a SEND (with immediate data)
@@ -135,13 +137,44 @@ static void qp_event(struct ib_event *ev, void *context)
 
 /* ---- setting up on the device ---- */
 
+/* What a ULP does before it destroys a QP that was used (design 6.7): a
+ * QP in RESET cannot go to ERR, and ib_drain_qp() would warn. */
+static void destroy_qp(struct ib_qp *qp)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+
+	if (ib_query_qp(qp, &attr, IB_QP_STATE, &init) ||
+	    attr.qp_state != IB_QPS_RESET)
+		ib_drain_qp(qp);
+	ib_destroy_qp(qp);
+}
+
+/* A QP of `type` (RC or UC) on the PD and CQ, in RESET. */
+static struct ib_qp *create_qp(struct kverbs *k, enum ib_qp_type type)
+{
+	struct ib_qp_init_attr init = {
+		.qp_type = type,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.cap = {
+			.max_send_wr = QUEUE_DEPTH,
+			.max_recv_wr = QUEUE_DEPTH,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+		.event_handler = qp_event,
+		.qp_context = k,
+		.send_cq = k->cq,
+		.recv_cq = k->cq,
+	};
+
+	return ib_create_qp(k->pd, &init);
+}
+
 static void kverbs_free(struct kverbs *k)
 {
-	if (k->qp) {
-		/* What a ULP does before it destroys a QP (design 6.7). */
-		ib_drain_qp(k->qp);
-		ib_destroy_qp(k->qp);
-	}
+	if (k->qp)
+		destroy_qp(k->qp);
 	if (k->cq)
 		ib_free_cq(k->cq);
 	if (k->dma)
@@ -156,17 +189,6 @@ static void kverbs_free(struct kverbs *k)
 
 static struct kverbs *kverbs_create(struct ib_device *dev)
 {
-	struct ib_qp_init_attr init = {
-		.qp_type = IB_QPT_RC,
-		.sq_sig_type = IB_SIGNAL_REQ_WR,
-		.cap = {
-			.max_send_wr = QUEUE_DEPTH,
-			.max_recv_wr = QUEUE_DEPTH,
-			.max_send_sge = 1,
-			.max_recv_sge = 1,
-		},
-		.event_handler = qp_event,
-	};
 	struct kverbs *k = kzalloc(sizeof(*k), GFP_KERNEL);
 	int err = -ENOMEM;
 
@@ -199,10 +221,7 @@ static struct kverbs *kverbs_create(struct ib_device *dev)
 		k->cq = NULL;
 		goto fail;
 	}
-	init.send_cq = k->cq;
-	init.recv_cq = k->cq;
-	init.qp_context = k;
-	k->qp = ib_create_qp(k->pd, &init);
+	k->qp = create_qp(k, IB_QPT_RC);
 	if (IS_ERR(k->qp)) {
 		err = PTR_ERR(k->qp);
 		k->qp = NULL;
@@ -281,7 +300,7 @@ static int kverbs_connect(struct kverbs *k, u32 qpn, u32 lid, u32 psn)
 {
 	struct ib_port_attr port;
 	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
-
+	bool rc = k->qp->qp_type == IB_QPT_RC;
 	unsigned long flags;
 	int err;
 
@@ -313,10 +332,11 @@ static int kverbs_connect(struct kverbs *k, u32 qpn, u32 lid, u32 psn)
 	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
 	rdma_ah_set_dlid(&a.ah_attr, lid);
 	rdma_ah_set_port_num(&a.ah_attr, PORT);
+	/* UC has no responder resources, RNR NAKs or retries. */
 	err = ib_modify_qp(k->qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
 				      IB_QP_DEST_QPN | IB_QP_RQ_PSN |
-				      IB_QP_MAX_DEST_RD_ATOMIC |
-				      IB_QP_MIN_RNR_TIMER);
+				      (rc ? IB_QP_MAX_DEST_RD_ATOMIC |
+						    IB_QP_MIN_RNR_TIMER : 0));
 	if (err)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -326,9 +346,30 @@ static int kverbs_connect(struct kverbs *k, u32 qpn, u32 lid, u32 psn)
 	a.rnr_retry = 7;
 	a.sq_psn = k->psn;
 	a.max_rd_atomic = 4;
-	return ib_modify_qp(k->qp, &a, IB_QP_STATE | IB_QP_TIMEOUT |
-				       IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
-				       IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC);
+	return ib_modify_qp(k->qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
+				       (rc ? IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
+						     IB_QP_RNR_RETRY |
+						     IB_QP_MAX_QP_RD_ATOMIC : 0));
+}
+
+/* A new QP of another type in place of the one there is. */
+static int kverbs_retype(struct kverbs *k, const char *name)
+{
+	enum ib_qp_type type;
+	struct ib_qp *qp;
+
+	if (!strcmp(name, "rc"))
+		type = IB_QPT_RC;
+	else if (!strcmp(name, "uc"))
+		type = IB_QPT_UC;
+	else
+		return -EINVAL;
+	qp = create_qp(k, type);
+	if (IS_ERR(qp))
+		return PTR_ERR(qp);
+	destroy_qp(k->qp);
+	k->qp = qp;
+	return 0;
 }
 
 static int post_recv(struct kverbs *k, u64 off, u64 len)
@@ -475,6 +516,11 @@ static int run_command(struct kverbs *k, char *line, char *out, size_t room)
 	int n = 0, err;
 
 	op = strsep(&line, " \t\n");
+	if (op && !strcmp(op, "type")) {
+		word = strsep(&line, " \t\n");
+		err = word ? kverbs_retype(k, word) : -EINVAL;
+		goto out;
+	}
 	while ((word = strsep(&line, " \t\n"))) {
 		if (!*word)
 			continue;
@@ -506,6 +552,7 @@ static int run_command(struct kverbs *k, char *line, char *out, size_t room)
 	} else {
 		err = cmd_post(k, op, v, n);
 	}
+out:
 	if (!err)
 		snprintf(out, room, "ok\n");
 	return err;
@@ -564,8 +611,9 @@ static size_t describe(struct kverbs *k, char *out, size_t room)
 	if (ib_query_qp(k->qp, &attr, IB_QP_STATE, &init))
 		attr.qp_state = IB_QPS_ERR + 1;
 	used = scnprintf(out, room,
-			 "qpn 0x%x\nlid %u\ngid %pI6\npsn 0x%x\naddr 0x%llx\nrkey 0x%x\nsize %u\nstate %s\n",
-			 k->qp->qp_num, port.lid, gid.raw, k->psn, k->dma,
+			 "qpn 0x%x\ntype %s\nlid %u\ngid %pI6\npsn 0x%x\naddr 0x%llx\nrkey 0x%x\nsize %u\nstate %s\n",
+			 k->qp->qp_num,
+			 k->qp->qp_type == IB_QPT_RC ? "RC" : "UC", port.lid, gid.raw, k->psn, k->dma,
 			 k->pd->unsafe_global_rkey, buf_size,
 			 state_name(attr.qp_state));
 	spin_lock_irqsave(&k->lock, flags);
