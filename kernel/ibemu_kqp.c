@@ -682,9 +682,10 @@ struct send_op {
 
 /*
  * The operations of IBA table 84 the engine carries: UD sends only, UC no
- * RDMA READ, atomics or send with invalidate. The rest (LSO,
- * RDMA_READ_WITH_INV, masked atomics, memory window binds) is not offered,
- * and refused at post time as an HCA that lacks it does.
+ * RDMA READ, atomics or send with invalidate; fast registration on RC and
+ * UC. The rest (LSO, RDMA_READ_WITH_INV, masked atomics, memory window
+ * binds) is not offered, and refused at post time as an HCA that lacks it
+ * does.
  */
 static int send_op(enum ib_wr_opcode opcode, struct send_op *op)
 {
@@ -729,6 +730,10 @@ static int send_op(enum ib_wr_opcode opcode, struct send_op *op)
 		*op = (struct send_op){ IBEMU_DATA_WR_LOCAL_INV,
 					IB_WC_LOCAL_INV, CONNECTED_QPT,
 					SEND_OP_NO_DATA };
+		break;
+	case IB_WR_REG_MR:
+		*op = (struct send_op){ IBEMU_DATA_WR_REG_MR, IB_WC_REG_MR,
+					CONNECTED_QPT, SEND_OP_NO_DATA };
 		break;
 	default:
 		return -EINVAL;
@@ -847,6 +852,10 @@ static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 	r->flags = wr->send_flags & KQP_SEND_FLAGS;
 	r->opcode = op.opcode;
 	set_operands(r, wr);
+	/* Freezes the MR's page list (ibemu_mr.c): the last check. */
+	if (wr->opcode == IB_WR_REG_MR &&
+	    ibemu_mr_fill_reg_wr(k->dev, reg_wr(wr), &r->reg))
+		return -EINVAL;
 	if (ud)
 		set_ud_dest(r, ud_wr(wr));
 	if (is_inline) {
