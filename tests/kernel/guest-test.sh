@@ -439,8 +439,10 @@ fi
 # A kernel consumer's RC QP (tests/kernel/kverbs): ibemu_kverbs_test.ko
 # creates it on ibemu0 with a CQ and a kernel buffer; kverbs_peer, a verbs
 # program on ibemu1, connects to it through the module's debugfs file and
-# runs SENDs, RDMA WRITE and READ, atomics, a bad rkey and ib_drain_qp; the
-# same with a UC QP in its place.
+# runs SENDs, RDMA WRITE and READ, atomics, a bad rkey, ib_drain_qp and fast
+# registration (the kernel's REG_MR, WRITE and READ through its rkey, then
+# LOCAL_INV or the program's SEND with Invalidate and a remote access error);
+# the same with a UC QP in its place.
 KVERBS_KO=$BUILD/kverbs/ibemu_kverbs_test.ko
 KVERBS_CTL=/sys/kernel/debug/ibemu_kverbs/ctl
 kverbs_load() {
@@ -466,9 +468,9 @@ if [ -f "$KVERBS_KO" ] && [ -x "$BUILD/bin/kverbs_peer" ]; then
     HAVE_KVERBS=yes
 fi
 if [ -n "$HAVE_KVERBS" ]; then
-  check "kernel RC QP <-> verbs program: SENDs, RDMA WRITE/READ, atomics, bad rkey, drain" \
+  check "kernel RC QP <-> verbs program: SENDs, RDMA WRITE/READ, atomics, bad rkey, drain, FRWR" \
     kverbs_peer -n 3
-  check "kernel UC QP <-> verbs program: SENDs, RDMA WRITEs, READ and atomics refused, drain" \
+  check "kernel UC QP <-> verbs program: SENDs, RDMA WRITEs (FRWR too), READ and atomics refused, drain" \
     kverbs_peer -u -n 2
   check "the kernel RC QP connected again, a receive posted (for the daemon's loss)" \
     kverbs_peer -n 1 -k

@@ -9,16 +9,20 @@
  *   RDMA WRITE and READ into and out of kernel memory, both ways,
  *   the kernel's atomics (FETCH_ADD, CMP_SWAP) on the program's memory,
  *   a WRITE with a bad rkey (REM_ACCESS_ERR, the kernel QP in ERR, its
- *   other WQEs flushed, the program's QP in ERR too), ib_drain_qp, and a
- *   reconnection of both QPs from RESET.
+ *   other WQEs flushed, the program's QP in ERR too), ib_drain_qp, a
+ *   reconnection of both QPs from RESET, and fast registration: the
+ *   kernel's IB_WR_REG_MR, WRITE and READ through the rkey it registered,
+ *   IB_WR_LOCAL_INV or this end's SEND with Invalidate taking it back, and
+ *   the remote access error a WRITE through it gets then.
  *
  *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k | -u]
  *
  * Defaults: ibemu1, /sys/kernel/debug/ibemu_kverbs/ctl, 10 rounds. With -k
  * it only connects, runs the rounds and leaves the kernel QP in RTS with a
  * receive posted (for a test of what the daemon's loss does to it). With -u
- * both QPs are UC: SENDs, RDMA WRITEs, READ and atomics refused at post
- * time, drain; the module gets an RC QP again at the end. Prints one line
+ * both QPs are UC: SENDs, RDMA WRITEs (also through a fast registration),
+ * READ and atomics refused at post time, drain; the module gets an RC QP
+ * again at the end. Prints one line
  * per step; exits 0 when every step passed.
  */
 #include <arpa/inet.h>
@@ -169,6 +173,27 @@ static int kernel_settled(void) {
   return kernel_ok(kcmd("write 0 0 0 0")) || kernel_completions(1, write_ok);
 }
 
+/* The kernel's FRWR MR as it is registered now. */
+static int read_frwr(uint32_t* rkey, uint64_t* iova) {
+  const char* text = ctl_read();
+  uint64_t v[2];
+  if (!text || field(text, "frwr_rkey", &v[0]) || field(text, "frwr_iova", &v[1])) return -1;
+  *rkey = (uint32_t)v[0];
+  *iova = v[1];
+  return 0;
+}
+
+/* The kernel registers `len` bytes of its buffer at `off` (IB_WR_REG_MR). */
+static int kernel_registers(size_t off, size_t len, uint32_t* rkey, uint64_t* iova) {
+  const char* reg_ok[] = {"wc REG_MR status 0"};
+  if (kernel_ok(kcmd("frwr %zu %zu", off, len)) || kernel_completions(1, reg_ok) ||
+      read_frwr(rkey, iova))
+    return -1;
+  if (*iova != 0 && (*rkey & 0xff) != 0) return 0;
+  fprintf(stderr, "the kernel's FRWR MR: rkey 0x%x, iova 0x%lx\n", *rkey, (unsigned long)*iova);
+  return -1;
+}
+
 /* ---- this end ---- */
 
 static uint8_t pattern(uint64_t seed, uint64_t i) { return (uint8_t)(seed + i * 7 + (i >> 8)); }
@@ -229,6 +254,12 @@ static int post(enum ibv_wr_opcode opcode, size_t off, size_t len, uint64_t radd
 }
 
 static uint64_t my_addr(size_t off) { return (uintptr_t)buf + off; }
+
+/* A WRITE of `len` bytes through the kernel's rkey; its status. */
+static int write_through(uint32_t rkey, uint64_t iova, size_t len, enum ibv_wc_status status) {
+  return post(IBV_WR_RDMA_WRITE, 0, len, iova, rkey) ||
+         my_completion(status, IBV_WC_RDMA_WRITE, NULL);
+}
 
 /* A UC QP in place of open_rc_end's RC one. */
 static int use_uc_qp(void) {
@@ -421,6 +452,64 @@ static int drain(void) {
   return kernel_state_is("ERR") ? 0 : -1;
 }
 
+/*
+ * The kernel registers part of its buffer; this end WRITEs into it and
+ * READs it back through the new rkey; the kernel invalidates it
+ * (LOCAL_INV); a WRITE through it then is a remote access error, which puts
+ * both QPs in ERR.
+ */
+static int frwr_local_inv(void) {
+  const char* inv_ok[] = {"wc LOCAL_INV status 0"};
+  uint32_t rkey;
+  uint64_t iova;
+  if (kernel_registers(8192, 16384, &rkey, &iova)) return -1;
+  fill(0, 16384, 21);
+  if (write_through(rkey, iova, 16384, IBV_WC_SUCCESS) || landed_in_kernel(8192, 16384, 21))
+    return -1;
+  memset(buf + 16384, 0, 16384);
+  if (post(IBV_WR_RDMA_READ, 16384, 16384, iova, rkey) ||
+      my_completion(IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL) || check(16384, 16384, 21))
+    return -1;
+  if (kernel_ok(kcmd("inv")) || kernel_completions(1, inv_ok)) return -1;
+  return write_through(rkey, iova, 64, IBV_WC_REM_ACCESS_ERR) || !kernel_state_is("ERR");
+}
+
+/* This end's SEND with Invalidate of the kernel's rkey: the kernel's
+ * receive says so, and a WRITE through the rkey is refused after it. */
+static int frwr_send_with_inv(void) {
+  uint32_t rkey;
+  uint64_t iova;
+  char want[64];
+  if (kernel_registers(0, 4096, &rkey, &iova) || kernel_ok(kcmd("recv 4096 64"))) return -1;
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND_WITH_INV,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .invalidate_rkey = rkey},
+                     *bad;
+  if (ibv_post_send(me.qp, &wr, &bad) || my_completion(IBV_WC_SUCCESS, IBV_WC_SEND, NULL))
+    return -1;
+  snprintf(want, sizeof(want), "wc RECV status 0 (success) len 64 opcode %d inv 0x%x",
+           128 /* IB_WC_RECV */, rkey);
+  const char* expect[] = {want};
+  if (kernel_completions(1, expect)) return -1;
+  return write_through(rkey, iova, 64, IBV_WC_REM_ACCESS_ERR);
+}
+
+/* UC: the kernel's registration, a WRITE through it, the invalidation
+ * (UC has no NAK to say a later WRITE was refused). */
+static int uc_frwr(void) {
+  const char* inv_ok[] = {"wc LOCAL_INV status 0"};
+  uint32_t rkey;
+  uint64_t iova;
+  fill(0, 4096, 23);
+  if (kernel_registers(12288, 4096, &rkey, &iova) ||
+      write_through(rkey, iova, 4096, IBV_WC_SUCCESS) || landed_in_kernel(12288, 4096, 23))
+    return -1;
+  return kernel_ok(kcmd("inv")) || kernel_completions(1, inv_ok);
+}
+
 static int step(const char* name, int rc) {
   printf("%s %s\n", rc ? "FAIL" : "ok  ", name);
   fflush(stdout);
@@ -449,6 +538,7 @@ static int uc_steps(const struct kernel_end* k, int rounds) {
   failed += step("UC: SEND ping-pong with the kernel QP", ping_pong(rounds));
   failed += step("UC: RDMA WRITE into and out of kernel memory", rdma_write(k));
   failed += step("UC: RDMA READ and atomics refused at post time", uc_refusals());
+  failed += step("UC: REG_MR, a WRITE through its rkey, LOCAL_INV", uc_frwr());
   failed += step("UC: ib_drain_qp", kernel_ok(kcmd("drain")));
   return failed + step("the module's QP an RC one again", kernel_ok(kcmd("type rc")));
 }
@@ -508,7 +598,12 @@ int main(int argc, char** argv) {
   failed += step("a bad rkey: REM_ACCESS_ERR, the kernel QP in ERR, the rest flushed", bad_rkey());
   failed += step("ib_drain_qp", drain());
   failed += step("reconnected from RESET: a SEND round trip", connect_both(&k) || ping_pong(1));
-  failed += step("ib_drain_qp on teardown", kernel_ok(kcmd("drain")));
+  failed +=
+      step("fast registration: WRITE and READ through the kernel's REG_MR, none after LOCAL_INV",
+           frwr_local_inv());
+  failed += step("fast registration: a SEND with Invalidate takes the kernel's rkey back",
+                 connect_both(&k) || frwr_send_with_inv());
+  failed += step("ib_drain_qp on teardown", connect_both(&k) || kernel_ok(kcmd("drain")));
   ibv_destroy_qp(me.qp);
   ibv_dereg_mr(mr);
   ibv_destroy_cq(me.cq);

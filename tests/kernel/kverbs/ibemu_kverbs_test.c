@@ -4,13 +4,14 @@
  * (never installed). Like a ULP it registers an ib_client, and on the device
  * it is told to use (module parameter `device`, default ibemu0) it creates a
  * PD with an unsafe global rkey (as SRP and iSER do), a CQ polled from a
- * workqueue, an RC QP (a UC one on command) and a kernel buffer mapped with
- * ib_dma_map_single.
+ * workqueue, an RC QP (a UC one on command), a kernel buffer mapped with
+ * ib_dma_map_single and, on command, a fast registration MR over part of it.
  * A verbs program on the other end (tests/programs/kverbs_peer.c) drives it
  * through /sys/kernel/debug/ibemu_kverbs/ctl:
  *
- *   read:  qpn, type, lid, gid, psn, addr, rkey, size, state, the async
- *          events seen, and the result of the last command
+ *   read:  qpn, type, lid, gid, psn, addr, rkey, size, state, the FRWR
+ *          MR's rkey and iova (0 until registered), the async events
+ *          seen, and the result of the last command
  *   write one command:
  *     type rc|uc                a new QP of that type in place of the last
  *     connect QPN LID PSN       RESET -> INIT -> RTR -> RTS toward the peer
@@ -25,15 +26,21 @@
  *     check OFF LEN SEED
  *     word OFF                  the 64-bit word at OFF
  *     drain                     ib_drain_qp()
+ *     frwr OFF LEN              map the buffer's bytes into the FRWR MR
+ *                               (allocated at the first), give it the next
+ *                               key and post IB_WR_REG_MR (local write,
+ *                               remote read and write)
+ *     inv                       post IB_WR_LOCAL_INV of the FRWR MR's key
  *
  * Every WR is signaled; a completion is listed as
- * "wc OP status N (text) len BYTES opcode N [imm 0xX]". Numbers may be
- * decimal or 0x-prefixed.
+ * "wc OP status N (text) len BYTES opcode N [imm 0xX] [inv 0xX]". Numbers
+ * may be decimal or 0x-prefixed.
  */
 #include <linux/debugfs.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/random.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
@@ -55,6 +62,7 @@ MODULE_PARM_DESC(buf_size, "bytes of the kernel buffer (default 65536)");
 #define MAX_WCS 256
 #define RESULT_SIZE 4096
 #define WORDS 8 /* of a command */
+#define FRWR_PAGES 16 /* the FRWR MR's page list */
 
 struct wr_slot {
 	struct ib_cqe cqe;
@@ -68,6 +76,8 @@ struct done_wc {
 	u32 byte_len;
 	bool with_imm;
 	u32 imm;
+	bool with_inv; /* a SEND with Invalidate took this rkey back */
+	u32 inv_rkey;
 };
 
 struct kverbs {
@@ -75,6 +85,7 @@ struct kverbs {
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct ib_qp *qp;
+	struct ib_mr *frwr; /* allocated by the first "frwr" */
 	void *buf;
 	u64 dma;
 	u32 psn;
@@ -117,6 +128,9 @@ static void wr_done(struct ib_cq *cq, struct ib_wc *wc)
 		d->with_imm = wc->status == IB_WC_SUCCESS &&
 			      (wc->wc_flags & IB_WC_WITH_IMM);
 		d->imm = d->with_imm ? be32_to_cpu(wc->ex.imm_data) : 0;
+		d->with_inv = wc->status == IB_WC_SUCCESS &&
+			      (wc->wc_flags & IB_WC_WITH_INVALIDATE);
+		d->inv_rkey = d->with_inv ? wc->ex.invalidate_rkey : 0;
 	}
 	spin_unlock_irqrestore(&k->lock, flags);
 	wake_up(&k->wait);
@@ -175,6 +189,8 @@ static void kverbs_free(struct kverbs *k)
 {
 	if (k->qp)
 		destroy_qp(k->qp);
+	if (k->frwr)
+		ib_dereg_mr(k->frwr);
 	if (k->cq)
 		ib_free_cq(k->cq);
 	if (k->dma)
@@ -427,6 +443,58 @@ static int post_atomic(struct kverbs *k, enum ib_wr_opcode opcode,
 	return post_send(k, &wr.wr, what, off, 8);
 }
 
+/*
+ * Fast registration as a storage ULP does it: the buffer's bytes (mapped
+ * already) as a scatterlist, ib_map_mr_sg, the next key, IB_WR_REG_MR.
+ */
+static int post_reg_mr(struct kverbs *k, u64 off, u64 len)
+{
+	struct ib_reg_wr wr = {
+		.wr.opcode = IB_WR_REG_MR,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ,
+	};
+	struct scatterlist sg;
+	int mapped;
+
+	if (!k->frwr) {
+		k->frwr = ib_alloc_mr(k->pd, IB_MR_TYPE_MEM_REG, FRWR_PAGES);
+		if (IS_ERR(k->frwr)) {
+			int err = PTR_ERR(k->frwr);
+
+			k->frwr = NULL;
+			return err;
+		}
+	}
+	sg_init_table(&sg, 1);
+	sg_set_buf(&sg, k->buf + off, len);
+	sg_dma_address(&sg) = k->dma + off;
+	sg_dma_len(&sg) = len;
+	mapped = ib_map_mr_sg(k->frwr, &sg, 1, NULL, PAGE_SIZE);
+	if (mapped != 1)
+		return mapped < 0 ? mapped : -EINVAL;
+	ib_update_fast_reg_key(k->frwr, ib_inc_rkey(k->frwr->rkey));
+	wr.wr.wr_cqe = &next_slot(k, "REG_MR")->cqe;
+	wr.mr = k->frwr;
+	wr.key = k->frwr->rkey;
+	return ib_post_send(k->qp, &wr.wr, NULL);
+}
+
+static int post_local_inv(struct kverbs *k)
+{
+	struct ib_send_wr wr = {
+		.opcode = IB_WR_LOCAL_INV,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+
+	if (!k->frwr)
+		return -EINVAL;
+	wr.wr_cqe = &next_slot(k, "LOCAL_INV")->cqe;
+	wr.ex.invalidate_rkey = k->frwr->rkey;
+	return ib_post_send(k->qp, &wr, NULL);
+}
+
 static u8 pattern(u64 seed, u64 i)
 {
 	return (u8)(seed + i * 7 + (i >> 8));
@@ -475,6 +543,9 @@ static int cmd_poll(struct kverbs *k, u64 n, u64 msecs, char *out,
 		if (d->with_imm)
 			used += scnprintf(out + used, room - used,
 					  " imm 0x%x", d->imm);
+		if (d->with_inv)
+			used += scnprintf(out + used, room - used,
+					  " inv 0x%x", d->inv_rkey);
 		used += scnprintf(out + used, room - used, "\n");
 	}
 	if (n)
@@ -506,6 +577,10 @@ static int cmd_post(struct kverbs *k, const char *op, const u64 *v, int n)
 	if (!strcmp(op, "cswap") && n == 5 && in_buf(v[0], 8))
 		return post_atomic(k, IB_WR_ATOMIC_CMP_AND_SWP, "CMP_SWAP",
 				   v[0], v[1], v[2], v[3], v[4]);
+	if (!strcmp(op, "frwr") && n == 2 && v[1] && in_buf(v[0], v[1]))
+		return post_reg_mr(k, v[0], v[1]);
+	if (!strcmp(op, "inv") && n == 0)
+		return post_local_inv(k);
 	return -EINVAL;
 }
 
@@ -611,11 +686,12 @@ static size_t describe(struct kverbs *k, char *out, size_t room)
 	if (ib_query_qp(k->qp, &attr, IB_QP_STATE, &init))
 		attr.qp_state = IB_QPS_ERR + 1;
 	used = scnprintf(out, room,
-			 "qpn 0x%x\ntype %s\nlid %u\ngid %pI6\npsn 0x%x\naddr 0x%llx\nrkey 0x%x\nsize %u\nstate %s\n",
+			 "qpn 0x%x\ntype %s\nlid %u\ngid %pI6\npsn 0x%x\naddr 0x%llx\nrkey 0x%x\nsize %u\nstate %s\nfrwr_rkey 0x%x\nfrwr_iova 0x%llx\n",
 			 k->qp->qp_num,
 			 k->qp->qp_type == IB_QPT_RC ? "RC" : "UC", port.lid, gid.raw, k->psn, k->dma,
 			 k->pd->unsafe_global_rkey, buf_size,
-			 state_name(attr.qp_state));
+			 state_name(attr.qp_state), k->frwr ? k->frwr->rkey : 0,
+			 k->frwr ? k->frwr->iova : 0);
 	spin_lock_irqsave(&k->lock, flags);
 	used += scnprintf(out + used, room - used, "events %s\n",
 			  k->events[0] ? k->events : "none");
