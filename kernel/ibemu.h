@@ -56,6 +56,11 @@ struct ibemu_dev {
 	spinlock_t lock;
 	struct ibemu_port_attr ports[IBEMU_CTL_MAX_PORTS];
 	struct ibemu_qp *mad_qp[IBEMU_CTL_MAX_PORTS][2];
+	/* CapabilityMask bits consumers set through modify_port (ib_cm's
+	 * IsCommunicationManagementSupported, ib_umad's IsSM): kept here, as
+	 * ib_cm sets its bit when the device registers, before a daemon owns
+	 * it, and a restarted daemon must get them again. Under lock. */
+	u32 consumer_caps[IBEMU_CTL_MAX_PORTS];
 	/* Index part (bits 8-31) of the keys of kernel consumers' MRs. */
 	struct ida mr_indexes;
 	/*
@@ -383,6 +388,7 @@ void ibemu_ctl_unregister(void);
 /* Queues a message for the daemon driving `dev`, naming the device by its
  * index there; false when no daemon drives it. */
 bool ibemu_ctl_send(struct ibemu_dev *dev, const void *msg, size_t len);
+void ibemu_ctl_port_caps(struct ibemu_dev *dev, u32 port, u32 set, u32 clear);
 /* An SMP for the daemon's SMA; returns an enum ibemu_ctl_mad_result or < 0. */
 int ibemu_ctl_process_mad(struct ibemu_dev *dev, u8 port, const void *mad,
 			  void *reply);

@@ -93,6 +93,49 @@ bool ibemu_ctl_send(struct ibemu_dev *dev, const void *msg, size_t len)
 	return sent;
 }
 
+static void send_port_caps(struct ibemu_dev *dev, u32 port, u32 set,
+			   u32 clear)
+{
+	struct ibemu_ctl_port_cap msg = {
+		.hdr.type = IBEMU_CTL_PORT_CAP,
+		.hdr.length = sizeof(msg),
+		.port = port,
+		.set_mask = set,
+		.clear_mask = clear,
+	};
+
+	ibemu_ctl_send(dev, &msg, sizeof(msg));
+}
+
+/*
+ * A consumer's modify_port: the module keeps the bits (dev->consumer_caps)
+ * and tells the daemon's SMA if one owns the device; one that takes it
+ * later gets them all (give_consumer_caps). Under dev->lock, so that the
+ * two never send an older state after a newer one.
+ */
+void ibemu_ctl_port_caps(struct ibemu_dev *dev, u32 port, u32 set, u32 clear)
+{
+	unsigned long flags;
+	u32 *caps = &dev->consumer_caps[port - 1];
+
+	spin_lock_irqsave(&dev->lock, flags);
+	*caps = (*caps | set) & ~clear;
+	send_port_caps(dev, port, set, clear);
+	spin_unlock_irqrestore(&dev->lock, flags);
+}
+
+static void give_consumer_caps(struct ibemu_dev *dev)
+{
+	u32 port;
+
+	spin_lock_irq(&dev->lock);
+	for (port = 1; port <= dev->info.num_ports; port++)
+		if (dev->consumer_caps[port - 1])
+			send_port_caps(dev, port,
+				       dev->consumer_caps[port - 1], 0);
+	spin_unlock_irq(&dev->lock);
+}
+
 int ibemu_ctl_process_mad(struct ibemu_dev *dev, u8 port, const void *mad,
 			  void *reply)
 {
@@ -206,6 +249,7 @@ static int add_device(struct ibemu_ctl_file *f,
 	dev->owner_index = m->index;
 	spin_unlock_irq(&ibemu_ctl_lock);
 	f->devs[m->index] = dev;
+	give_consumer_caps(dev);
 	/* A device added while the channel is open joins it (and is
 	 * replayed there, as after a daemon restart). */
 	if (f->chan)

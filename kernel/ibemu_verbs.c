@@ -198,22 +198,16 @@ static int ibemu_query_pkey(struct ib_device *ibdev, u32 port_num, u16 index,
 static int ibemu_modify_port(struct ib_device *ibdev, u32 port_num, int mask,
 			     struct ib_port_modify *props)
 {
-	struct ibemu_ctl_port_cap msg = {
-		.hdr.type = IBEMU_CTL_PORT_CAP,
-		.hdr.length = sizeof(msg),
-		.port = port_num,
-		.set_mask = props->set_port_cap_mask,
-		.clear_mask = props->clr_port_cap_mask,
-	};
-
 	if (mask & (IB_PORT_SHUTDOWN | IB_PORT_INIT_TYPE))
 		return -EOPNOTSUPP;
 	/* Any PortInfo:CapabilityMask bit, as ConnectX takes them: ib_cm
 	 * sets IsCommunicationManagementSupported and fails to add a device
 	 * that refuses it, which leaves rdma_cm without a CM (EINVAL). */
-	if (!msg.set_mask && !msg.clear_mask)
-		return 0;
-	return ibemu_ctl_send(to_dev(ibdev), &msg, sizeof(msg)) ? 0 : -ENODEV;
+	if (props->set_port_cap_mask || props->clr_port_cap_mask)
+		ibemu_ctl_port_caps(to_dev(ibdev), port_num,
+				    props->set_port_cap_mask,
+				    props->clr_port_cap_mask);
+	return 0;
 }
 
 static int ibemu_get_port_immutable(struct ib_device *ibdev, u32 port_num,
