@@ -9,6 +9,7 @@ PACKAGES="build-essential cmake pkg-config binutils clang-format gdb
   ucx-utils libucx-dev openmpi-bin libopenmpi-dev libfabric-bin
   python3-pytest python3-venv python3-pip iproute2 iputils-ping procps tshark
   qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static dkms
+  nfs-kernel-server nfs-common fio
   clang libclang-rt-14-dev"
 missing=""
 for p in $PACKAGES; do
