@@ -438,116 +438,20 @@ if ip netns list | grep -q ibpeer && [ -f "$RDMA_CORE_TESTS/test_rdmacm.py" ] &&
   /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
   check "rdma-core's rdma_cm tests (pyverbs) on ib0's address, none skipped" pyverbs_rdmacm
 fi
-# NVMe over Fabrics on RDMA, both ends in this kernel: nvmet-rdma serves a
-# RAM disk (brd) on ib0's address, nvme-rdma connects to it (it always
-# works in the initial network namespace, so the connection loops back
-# through ibemu0 port 1, as it would on an HCA) with fast registration for
-# its I/O; 4 MiB written, read back and compared, then the controller and
-# the target go. No nvme-cli: the host's fabrics file takes the options.
-NVMET=/sys/kernel/config/nvmet
-NVME_NQN=ibemu-nvme-test
-nvmet_up() {
-  modprobe brd rd_nr=1 rd_size=65536 && modprobe nvmet_rdma && modprobe nvme_rdma || return 1
-  mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
-  sub=$NVMET/subsystems/$NVME_NQN
-  mkdir "$sub" && echo 1 > "$sub/attr_allow_any_host" && mkdir "$sub/namespaces/1" &&
-    echo /dev/ram0 > "$sub/namespaces/1/device_path" && echo 1 > "$sub/namespaces/1/enable" &&
-    mkdir "$NVMET/ports/1" && echo rdma > "$NVMET/ports/1/addr_trtype" &&
-    echo ipv4 > "$NVMET/ports/1/addr_adrfam" && echo 10.73.0.1 > "$NVMET/ports/1/addr_traddr" &&
-    echo 4420 > "$NVMET/ports/1/addr_trsvcid" &&
-    ln -s "$sub" "$NVMET/ports/1/subsystems/$NVME_NQN"
-}
-nvmet_down() {
-  rm -f "$NVMET/ports/1/subsystems/$NVME_NQN"
-  rmdir "$NVMET/ports/1"
-  echo 0 > "$NVMET/subsystems/$NVME_NQN/namespaces/1/enable"
-  rmdir "$NVMET/subsystems/$NVME_NQN/namespaces/1" "$NVMET/subsystems/$NVME_NQN"
-}
-nvme_disk() { # the block device of the namespace NVME_NQN serves
-  for b in /sys/block/nvme*; do
-    [ "$(cat "$b/device/subsysnqn" 2> /dev/null)" = "$NVME_NQN" ] &&
-      [ -b "/dev/${b##*/}" ] && echo "/dev/${b##*/}" && return 0
-  done
-  return 1
-}
-nvme_rdma() {
-  nvmet_up || { nvmet_down; return 1; }
-  echo "transport=rdma,traddr=10.73.0.1,trsvcid=4420,nqn=$NVME_NQN" > /dev/nvme-fabrics
-  rc=$?
-  disk=""
-  for _ in $(seq 1 100); do disk=$(nvme_disk) && [ -b "$disk" ] && break; sleep 0.2; done
-  echo "connect: $rc, disk: ${disk:-none}"
-  if [ $rc -eq 0 ] && [ -b "$disk" ]; then
-    head -c 4194304 /dev/urandom > /tmp/nvme.in
-    dd if=/tmp/nvme.in of="$disk" bs=1M oflag=direct status=none &&
-      dd if="$disk" of=/tmp/nvme.out bs=1M count=4 iflag=direct status=none &&
-      cmp /tmp/nvme.in /tmp/nvme.out && echo "4 MiB written and read back"
-    rc=$?
-  else
-    rc=1
-  fi
-  for c in /sys/class/nvme/nvme*; do
-    [ "$(cat "$c/subsysnqn" 2> /dev/null)" = "$NVME_NQN" ] && echo 1 > "$c/delete_controller"
-  done
-  nvmet_down
-  [ $rc -eq 0 ] && no_kernel_problems
-}
+# Storage over RDMA (tests/kernel/storage.sh): NVMe over Fabrics on ib0's
+# address, looped back through ibemu0 port 1; NFS mounted from the
+# namespace, across the fabric.
+. "$SRC/tests/kernel/storage.sh"
 if ip -br addr show ib0 2> /dev/null | grep -q 10.73.0.1 && modinfo nvmet_rdma > /dev/null 2>&1 &&
   modinfo brd > /dev/null 2>&1; then
   check "NVMe over RDMA: nvmet-rdma serves a RAM disk on ib0, nvme-rdma connects, 4 MiB written and read back" \
-    nvme_rdma
+    nvme_rdma 10.73.0.1
 fi
-
-# NFS over RDMA: the kernel's NFS server (nfsd with svcrdma) exports a
-# tmpfs directory and listens on "rdma 20049"; the kernel's NFS client
-# mounts it from the ibpeer namespace with -o rdma (xprtrdma, FRWR), so the
-# RPCs and their payload cross the fabric. A 4 MiB file is written through
-# the mount and read back after the client's caches are dropped. The export
-# is NFSv4's root (fsid=0); the shortest grace period (10 s) keeps the
-# first OPEN's wait short.
-NFS_EXPORT=/run/ibemu-nfs-export
-NFS_MNT=/run/ibemu-nfs-mnt
-nfs_server_up() {
-  modprobe nfsd && modprobe rpcrdma || return 1
-  mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
-  mkdir -p "$NFS_EXPORT" /run/rpcbind && mount -t tmpfs -o size=64m tmpfs "$NFS_EXPORT" &&
-    rpcbind -w && rpc.mountd -N 2 -N 3 &&
-    exportfs -o rw,no_root_squash,insecure,fsid=0 "*:$NFS_EXPORT" &&
-    echo 10 > /proc/fs/nfsd/nfsv4leasetime && echo 10 > /proc/fs/nfsd/nfsv4gracetime &&
-    rpc.nfsd -N 3 8 && echo "rdma 20049" > /proc/fs/nfsd/portlist &&
-    grep -q "rdma 20049" /proc/fs/nfsd/portlist
-}
-nfs_server_down() {
-  rpc.nfsd 0
-  exportfs -ua
-  pkill rpc.mountd
-  pkill rpcbind
-  umount "$NFS_EXPORT"
-}
-# The client mounts from the namespace's network (nsenter --net, unlike
-# `ip netns exec`, keeps this mount namespace, so the mount stays visible).
-nfs_rdma() {
-  nfs_server_up || { cat /proc/fs/nfsd/portlist; nfs_server_down; return 1; }
-  mkdir -p "$NFS_MNT"
-  head -c 4194304 /dev/urandom > /tmp/nfs.in
-  rc=1
-  if nsenter --net=/run/netns/ibpeer mount -t nfs4 -o rdma,port=20049,vers=4.2 \
-    10.73.0.1:/ "$NFS_MNT"; then
-    grep " $NFS_MNT " /proc/mounts
-    cp /tmp/nfs.in "$NFS_MNT/file" && sync && cmp /tmp/nfs.in "$NFS_EXPORT/file" &&
-      echo 3 > /proc/sys/vm/drop_caches && cmp /tmp/nfs.in "$NFS_MNT/file" &&
-      echo "4 MiB written and read back"
-    rc=$?
-    umount "$NFS_MNT" || rc=1
-  fi
-  nfs_server_down
-  [ $rc -eq 0 ] && no_kernel_problems
-}
 if ip netns list | grep -q ibpeer && modinfo nfsd > /dev/null 2>&1 &&
   modinfo rpcrdma > /dev/null 2>&1; then
   if command -v rpc.nfsd > /dev/null && command -v mount.nfs4 > /dev/null; then
     check "NFS over RDMA: nfsd on rdma 20049, a mount -o rdma from the namespace, 4 MiB written and read back" \
-      nfs_rdma
+      nfs_rdma ibpeer 10.73.0.1
   else
     echo "skip   NFS over RDMA: nfs-kernel-server and nfs-common are not installed (make deps)"
   fi
