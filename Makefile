@@ -17,7 +17,7 @@ SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test install install-dkms package package-test portability-test fuzz soak tutorials
+	kmod kernel-test kernel-bench install install-dkms package package-test portability-test fuzz soak tutorials
 
 all: build
 
@@ -103,6 +103,12 @@ soak: build
 
 bench: build
 	IBEMU_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/bench/run_bench.py
+
+# Kernel consumers' figures (IPoIB, NVMe-oF) beside Soft-RoCE, in the qemu
+# guest of kernel-test (root, qemu and Debian's kernel: make deps).
+kernel-bench: build kmod
+	tests/kernel/qemu-run.sh --kver $$(scripts/kernel-version.sh) --timeout 900 \
+		tests/bench/kernel-guest.sh $(abspath $(BUILD))
 
 format:
 	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format -i
