@@ -726,6 +726,14 @@ if lsmod | grep -q '^ib_ipoib '; then
     [ $rc -eq 0 ]
   }
   check "IPoIB and ib_cm loaded before the daemon adds the devices: ib0..ib3, an rdma_cm connection" ipoib_first
+  # The kernel-mode tutorial, run as written: it loads the module and takes
+  # it down again. Not in a sanitized run, whose runtime would go into
+  # tshark and the rest of the tutorial's programs.
+  if [ -z "$IBEMU_SANITIZER_RUNTIME" ]; then
+    check "the kernel-mode tutorial, as written (docs/tutorials/10-kernel-mode.md)" \
+      env TUTORIAL_KERNEL_GUEST=1 MODULE_FILE="$IBEMU_KO" /usr/bin/python3 \
+      "$SRC/tests/tutorials/run_tutorial.py" --build "$BUILD" "$SRC/docs/tutorials/10-kernel-mode.md"
+  fi
 fi
 
 # No-kernel mode on a host whose kernel has RDMA devices (netlink answers

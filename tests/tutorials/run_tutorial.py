@@ -99,6 +99,10 @@ def requirement_missing(req, build):
             return "needs root (network namespaces)"
         if r == "netns" and not shutil.which("ip"):
             return "needs ip (iproute2)"
+        if r == "kernel" and os.environ.get("TUTORIAL_KERNEL_GUEST") != "1":
+            # It loads modules and runs the system's daemon: only where that
+            # changes nothing that matters, the kernel test's qemu guest.
+            return "loads ibemu.ko: runs in the qemu guest of `make kernel-test`"
         if r == "gpu":
             why = has_gpu()
             if why:
@@ -114,7 +118,7 @@ def script_for(path, blocks, build):
     sh norun           for the reader only (the runner does it itself)
     sh cleanup         runs in order, and again (errors ignored) if an earlier
                        command failed
-    sh requires=R      runs only where R (root, gpu) is met, else says SKIP
+    sh requires=R      runs only where R (root, gpu, kernel) is met, else says SKIP
     LANG file=PATH     its text is written to PATH (relative to the work dir)
     anything else      not run (text, console, yaml, json ...)"""
     out = [
