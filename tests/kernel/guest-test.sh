@@ -734,6 +734,25 @@ if lsmod | grep -q '^ib_ipoib '; then
       env TUTORIAL_KERNEL_GUEST=1 MODULE_FILE="$IBEMU_KO" /usr/bin/python3 \
       "$SRC/tests/tutorials/run_tutorial.py" --build "$BUILD" "$SRC/docs/tutorials/10-kernel-mode.md"
   fi
+  # The node taken down under a connected NVMe-oF controller and a target
+  # listening: the daemon's loss fails their QPs (QP fatal), ib_core's
+  # removal of the devices detaches nvme-rdma and nvmet-rdma, and ibemu.ko
+  # goes, with no warning. The controller, reconnecting, is deleted after.
+  storage_unload() {
+    $UNSANITIZED "$SRC/scripts/kernel-node.sh" load $IBEMU_KO &&
+      "$SRC/scripts/kernel-node.sh" up > /dev/null && ipoib_netdevs > /dev/null &&
+      "$SRC/scripts/kernel-node.sh" ipoib > /dev/null && nvmet_up 10.73.0.1 &&
+      nvme_connect 10.73.0.1 || return 1
+    "$SRC/scripts/kernel-node.sh" down > /dev/null && "$SRC/scripts/kernel-node.sh" unload
+    rc=$?
+    nvme_disconnect
+    nvmet_down
+    [ $rc -eq 0 ] && ! lsmod | grep -q '^ibemu ' && no_kernel_problems
+  }
+  if modinfo nvmet_rdma > /dev/null 2>&1 && modinfo brd > /dev/null 2>&1; then
+    check "the node down and ibemu.ko unloaded under a connected NVMe-oF controller and target" \
+      storage_unload
+  fi
 fi
 
 # No-kernel mode on a host whose kernel has RDMA devices (netlink answers

@@ -47,5 +47,5 @@ for headers in /lib/modules/*/build; do
   [ "$other" = "$KVER" ] || [ ! -d "$headers" ] || build_for "$other"
 done
 build_for "$KVER"
-exec "$SRC/tests/kernel/qemu-run.sh" --kver "$KVER" --timeout 540 \
+exec "$SRC/tests/kernel/qemu-run.sh" --kver "$KVER" --timeout 900 \
   "$SRC/tests/kernel/guest-test.sh" "$BUILD"
