@@ -373,7 +373,8 @@ SERVER_NS="ip netns exec ibpeer"
 ns_ready() { # ns_ready READY
   for _ in $(seq 1 150); do
     if [ "$1" = listen ]; then
-      $SERVER_NS rdma res show cm_id | grep -q 'state LISTEN' && return 0
+      # rdma_cm shows LISTEN before ib_cm listens: a moment more.
+      $SERVER_NS rdma res show cm_id | grep -q 'state LISTEN' && sleep 1 && return 0
     else
       grep -q "$1" /tmp/server.out && return 0
     fi
@@ -528,13 +529,15 @@ wait_plane_frwr_mrs() { # until the plane holds $1 FRWR MRs of ibemu0 (10 s at m
   echo "the kernel plane holds $(plane_frwr_mrs) FRWR MRs of ibemu0, not $1"
   return 1
 }
+# FRWR_BASE: the FRWR MRs other consumers hold (ibemu_kverbs_test's).
 frwr_verbs() {
   insmod "$BUILD/kfrwr/ibemu_frwr_test.ko" || return 1
   cat "$FRWR_RESULT"
   grep -q '^ok ' "$FRWR_RESULT" && ! grep -q '^FAIL' "$FRWR_RESULT" &&
-    wait_plane_frwr_mrs 1 && no_kernel_problems
+    wait_plane_frwr_mrs $((FRWR_BASE + 1)) && no_kernel_problems
 }
 if [ -e "$BUILD/kfrwr/ibemu_frwr_test.ko" ]; then
+  FRWR_BASE=$(plane_frwr_mrs)
   check "a kernel consumer's FRWR MRs (alloc, map, dereg; one held by the daemon)" frwr_verbs
 fi
 
@@ -613,8 +616,8 @@ ipoib_replayed() {
 # The consumer's FRWR MR among them (free: a registration dies with its
 # engine); it goes with the consumer.
 frwr_replayed() {
-  wait_plane_frwr_mrs 1 && rmmod ibemu_frwr_test && wait_plane_frwr_mrs 0 &&
-    no_kernel_problems
+  wait_plane_frwr_mrs $((FRWR_BASE + 1)) && rmmod ibemu_frwr_test &&
+    wait_plane_frwr_mrs "$FRWR_BASE" && no_kernel_problems
 }
 if lsmod | grep -q '^ibemu_frwr_test '; then
   check "the FRWR MR is replayed to the new daemon, and deregistered" frwr_replayed
