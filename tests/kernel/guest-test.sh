@@ -708,6 +708,22 @@ if [ -n "$HAVE_KVERBS" ]; then
   cross_host_down > /dev/null 2>&1
   check "rmmod ibemu_kverbs_test (ib_drain_qp, destroy, no warning)" kverbs_unload
 fi
+# IPoIB between two hosts (tests/kernel/ipoib-hosts.sh): a second daemon in
+# kernel mode, in namespace hostb, drives ibemu2 and ibemu3 on the same
+# ibemu.ko; this host's SM makes their ports ACTIVE across the UDP link, and
+# IP between ib0 and ibemu2 port 1's interface (moved into hostb) crosses it.
+. "$SRC/tests/kernel/ipoib-hosts.sh"
+if lsmod | grep -q '^ib_ipoib '; then
+  if check "IPoIB across hosts: a second kernel-mode ibemud (ibemu2, ibemu3) in a namespace, one SM" \
+    ipoib_hosts_up &&
+    check "IPoIB across hosts: ib0 and host B's ibemu2 port 1 interface, distinct addresses" \
+      ipoib_hosts_addresses; then
+    check "IPoIB across hosts: ping host B from ib0" ping -I ib0 -c 5 -W 5 "$IPB_ADDR_B"
+    check "IPoIB across hosts: ping ib0 from host B" ipb ping -c 5 -W 5 "$IPB_ADDR_A"
+    check "IPoIB across hosts: 4 MiB over TCP, across the inter-host link" ipoib_hosts_tcp
+  fi
+  ipoib_hosts_down > /dev/null 2>&1
+fi
 check "rmmod ibemu" "$SRC/scripts/kernel-node.sh" unload
 if lsmod | grep -q '^ib_ipoib '; then
   # IPoIB's netdevs went with the devices, and their QPs and CQs with them.
