@@ -5,6 +5,7 @@
 
 #include "common/hex.h"
 #include "common/json_integer.h"
+#include "common/log.h"
 #include "common/mad/cm.h"
 #include "emulator-daemon/daemon.h"
 
@@ -131,7 +132,15 @@ void Daemon::on_peer_addresses(int uplink, const Json& addresses) {
       table[ip] = g;
     }
   }
-  ip_addresses_.set_peer(std::to_string(uplink), std::move(table));
+  // Both hosts' ports answer for the address, so connections to the other
+  // host's go astray: said once, in both hosts' logs.
+  for (const IpAddresses::Shared& s :
+       ip_addresses_.set_peer(std::to_string(uplink), std::move(table)))
+    log_warn(
+        "the host behind switch port {} has {} too, as {} port {} here: rdma_cm here resolves "
+        "it to the local port; give the hosts fabric bind addresses whose last octets differ, "
+        "or each port an ipv4 address of its own (docs/configuration.md)",
+        subnet_.uplink_port(uplink), s.ip, config_.devices[s.port.device].name, s.port.port);
 }
 
 }  // namespace ibemu

@@ -28,11 +28,29 @@ IpAddresses::IpAddresses(const Config& config) {
   }
 }
 
-void IpAddresses::set_peer(const std::string& peer, std::map<std::string, Gid> table) {
+std::vector<IpAddresses::Shared> IpAddresses::set_peer(const std::string& peer,
+                                                       std::map<std::string, Gid> table) {
+  // A host announces its table in every hello: a shared address is told
+  // once, and again only after the peer stopped announcing it.
+  std::set<std::string> shared;
+  std::vector<Shared> fresh;
+  const std::set<std::string>& told = conflicts_[peer];
+  for (const PortAddress& a : local_) {
+    for (const std::string* ip : {&a.ipv4, &a.ipv6}) {
+      if (ip->empty() || !table.count(*ip)) continue;
+      shared.insert(*ip);
+      if (!told.count(*ip)) fresh.push_back({a.port, *ip});
+    }
+  }
+  if (shared.empty())
+    conflicts_.erase(peer);
+  else
+    conflicts_[peer] = std::move(shared);
   if (table.empty())
     peers_.erase(peer);
   else
     peers_[peer] = std::move(table);
+  return fresh;
 }
 
 std::string IpAddresses::canonical(const std::string& ip) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,15 @@ class IpAddresses {
   const std::vector<PortAddress>& local() const { return local_; }
 
   /// What another host announced: address text → GID. Replaces what it
-  /// said before; an empty table forgets it.
-  void set_peer(const std::string& peer, std::map<std::string, Gid> table);
+  /// said before; an empty table forgets it. Returns the addresses it
+  /// announces that a port of this host has too, each once: while both
+  /// keep it, rdma_cm here finds the local port and the other host cannot
+  /// be reached at that address (IPoIB's ARP would answer twice).
+  struct Shared {
+    PortRef port;    // this host's port
+    std::string ip;  // canonical text
+  };
+  std::vector<Shared> set_peer(const std::string& peer, std::map<std::string, Gid> table);
 
   struct Found {
     Gid gid{};
@@ -59,6 +67,8 @@ class IpAddresses {
  private:
   std::vector<PortAddress> local_;
   std::map<std::string, std::map<std::string, Gid>> peers_;
+  /// Per peer, the shared addresses already returned by set_peer.
+  std::map<std::string, std::set<std::string>> conflicts_;
 };
 
 }  // namespace ibemu

@@ -262,5 +262,36 @@ TEST(PortAddressConfigTest, GivenAddressesAreCheckedAndFound) {
       std::runtime_error);
 }
 
+TEST(PortAddressConfigTest, AnAddressAnotherHostHasTooIsToldOnceWhileShared) {
+  IpAddresses a(Config::parse(""));  // 10.73.0.1 .. 10.73.0.4
+  auto shared = a.set_peer("1", {{"10.73.0.2", Gid{1}}, {"10.73.1.1", Gid{2}}});
+  ASSERT_EQ(shared.size(), 1u);
+  EXPECT_EQ(shared[0].ip, "10.73.0.2");
+  EXPECT_EQ(shared[0].port.device, 0);
+  EXPECT_EQ(shared[0].port.port, 2);
+  // Every hello repeats the table: nothing new.
+  EXPECT_TRUE(a.set_peer("1", {{"10.73.0.2", Gid{1}}}).empty());
+  // Another host with it is told on its own.
+  EXPECT_EQ(a.set_peer("2", {{"10.73.0.2", Gid{3}}}).size(), 1u);
+  // No longer shared, then shared again: told again.
+  EXPECT_TRUE(a.set_peer("1", {{"10.73.1.1", Gid{2}}}).empty());
+  EXPECT_EQ(a.set_peer("1", {{"10.73.0.2", Gid{1}}}).size(), 1u);
+  // A peer that went down and came back with it.
+  EXPECT_TRUE(a.set_peer("1", {}).empty());
+  EXPECT_EQ(a.set_peer("1", {{"10.73.0.2", Gid{1}}}).size(), 1u);
+  // Two hosts of a fabric with the default addresses share none.
+  IpAddresses h1(Config::parse(R"({"fabric": {"bind": "10.233.0.1"}})"));
+  IpAddresses h2(Config::parse(R"({"fabric": {"bind": "10.233.0.2"}})"));
+  std::map<std::string, Gid> announced;
+  for (const PortAddress& p : h2.local()) announced[p.ipv4] = Gid{};
+  EXPECT_TRUE(h1.set_peer("1", announced).empty());
+  // Two that bind the wildcard address share all four.
+  const Config wildcard = Config::parse(R"({"fabric": {"bind": "0.0.0.0"}})");
+  IpAddresses w1(wildcard), w2(wildcard);
+  std::map<std::string, Gid> same;
+  for (const PortAddress& p : w2.local()) same[p.ipv4] = Gid{};
+  EXPECT_EQ(w1.set_peer("1", same).size(), 4u);
+}
+
 }  // namespace
 }  // namespace ibemu
