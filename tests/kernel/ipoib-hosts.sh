@@ -8,7 +8,11 @@
 # fabric's UDP), with devices of its own names and GUIDs on the same
 # ibemu.ko. Both hosts' IPoIB interfaces appear in the initial namespace, as
 # the kernel is one; host B's ibemu2 port 1 interface moves into hostb, so
-# that IP between it and ib0 crosses the inter-host link.
+# that IP between it and ib0 crosses the inter-host link. IPoIB names its
+# debugfs files after the interface, and names are per namespace: with
+# ibemu1 port 1's ib2 in ibpeer, host B's first interface is ib2 again here,
+# and the kernel says "debugfs: File 'ib2_mcg' ... already present" (not a
+# warning; only IPoIB's debug files for it are missing).
 # `set -- $(helper)` below splits a helper's words on purpose.
 # shellcheck disable=SC2046
 IPB_NS=hostb
