@@ -4,8 +4,8 @@
  * stays in user space (the provider); the module owns what only a kernel can:
  * the devices in sysfs and /dev/infiniband, user contexts, completion
  * channels and async events, and the kernel QP0/QP1 that ib_mad and ib_umad
- * need. Kernel consumers' other objects (CQs, DMA and FRWR MRs, RC, UC and
- * UD QPs) are shadowed here and carried out by the daemon's engine over the
+ * need. Kernel consumers' other objects (CQs, DMA and FRWR MRs, SRQs, RC,
+ * UC and UD QPs) are shadowed here and carried out by the daemon's engine over the
  * data channel. See docs/kernel-mode.md and docs/design/kernel-consumers.md.
  */
 #ifndef IBEMU_H
@@ -25,6 +25,7 @@
 
 struct ibemu_ctl_file;
 struct ibemu_data_chan;
+struct ibemu_srq;
 
 struct ibemu_port_attr {
 	u8 state;
@@ -65,7 +66,7 @@ struct ibemu_dev {
 	struct ida mr_indexes;
 	/*
 	 * Kernel consumers' objects the daemon's engine mirrors (ibemu_cq.c,
-	 * ibemu_kqp.c, ibemu_mr.c). obj_mutex is held by the
+	 * ibemu_kqp.c, ibemu_mr.c, ibemu_srq.c). obj_mutex is held by the
 	 * verbs that create, change or destroy them while they queue their
 	 * commands, and by a channel's attach from before it publishes
 	 * dev->chan to the end of its replay, so that each object is
@@ -77,6 +78,10 @@ struct ibemu_dev {
 	struct list_head kcqs;
 	struct list_head kqps;
 	struct list_head kmrs;
+	struct list_head ksrqs;
+	/* SRQ handle -> struct ibemu_srq (1 .. max_srq): read under RCU by
+	 * COMPLETE's events, changed under obj_mutex. */
+	struct xarray srqs;
 	/* MR handle (key >> 8) -> struct ibemu_mr: COPY finds it under the
 	 * xarray's lock and counts itself in (ibemu_mr.c). */
 	struct xarray mrs;
@@ -257,7 +262,27 @@ void ibemu_cq_push(struct ibemu_cq *cq, const struct ib_wc *wc);
 void ibemu_cq_purge_qp(struct ibemu_cq *cq, struct ib_qp *qp);
 void ibemu_cq_replay(struct ibemu_dev *dev);
 
+/* ibemu_srq.c: kernel consumers' SRQs */
+u32 ibemu_max_srq_wr(const struct ibemu_dev *dev);
+int ibemu_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		     struct ib_udata *udata);
+int ibemu_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		     enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int ibemu_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int ibemu_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int ibemu_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr);
+/* The WQE a receive completion's token names is done: its wr_id, and its
+ * slot is free again; false when the token names no WQE the engine got.
+ * In the daemon's thread, any lock of a QP may be held. */
+bool ibemu_srq_retire(struct ibemu_srq *srq, u64 token, u64 *wr_id);
+void ibemu_srq_event(struct ibemu_dev *dev, const struct ibemu_data_event *e);
+void ibemu_srq_replay(struct ibemu_dev *dev);
+
 /* ibemu_kqp.c: kernel consumers' RC, UC and UD QPs */
+/* A WR's scatter/gather list as a record carries it. */
+void ibemu_copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
+		     int num_sge);
 int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
 int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask);
 int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
@@ -334,6 +359,36 @@ struct ibemu_data_producer {
 	u32 delivered; /* records before this one went to the daemon */
 	u32 snapshot; /* the reader's: taken, not yet delivered */
 };
+
+/*
+ * A kernel consumer's SRQ (ibemu_srq.c). Under lock: the slots, the lists,
+ * head and limit; the rest is fixed at create.
+ */
+struct srq_slot;
+struct ibemu_srq {
+	struct ib_srq ibsrq;
+	struct ibemu_dev *dev;
+	spinlock_t lock;
+	u32 handle; /* the engine's name for it, never 0 */
+	u32 pd;
+	u32 max_wr, max_sge;
+	u32 limit; /* armed limit, 0: not armed */
+	u32 head; /* the number of the next record posted */
+	u32 ring_size; /* a power of two, >= max_wr */
+	u32 *ring; /* record number -> slot, for the channel's reader */
+	u32 slot_bytes;
+	struct srq_slot *slots; /* max_wr of them */
+	u8 *recs; /* each slot's record */
+	struct list_head free, posted;
+	struct ibemu_data_producer prod;
+	struct list_head node; /* dev->ksrqs, under obj_mutex */
+	struct ibemu_data_cmd *destroy_cmd;
+};
+
+static inline struct ibemu_srq *to_srq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ibemu_srq, ibsrq);
+}
 
 void ibemu_data_producer_init(struct ibemu_data_producer *p,
 			      struct ibemu_dev *dev,

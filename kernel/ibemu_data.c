@@ -675,16 +675,16 @@ static long data_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
  * the replay posts again are never delivered twice.
  *
  * In order: CQs, MRs (DMA MRs, and FRWR MRs free: a registration dies with
- * its engine), QPs: UD ones driven from RESET to their state with their
- * groups and receives, RC and UC ones in RESET or ERR (their connections
- * died with the last engine). Step 4 adds SRQs with their receives (before
- * the QPs).
+ * its engine), SRQs with their armed limits and posted receives, QPs: UD
+ * ones driven from RESET to their state with their groups and receives, RC
+ * and UC ones in RESET or ERR (their connections died with the last engine).
  */
 static void replay(struct ibemu_data_chan *chan, struct ibemu_dev *dev)
 {
 	lockdep_assert_held(&dev->obj_mutex);
 	ibemu_cq_replay(dev);
 	ibemu_mr_replay(dev);
+	ibemu_srq_replay(dev);
 	ibemu_kqp_replay(dev);
 }
 

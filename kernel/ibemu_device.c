@@ -52,7 +52,9 @@ struct ibemu_dev *ibemu_create_device(const struct ibemu_ctl_add_device *info)
 	INIT_LIST_HEAD(&dev->kcqs);
 	INIT_LIST_HEAD(&dev->kqps);
 	INIT_LIST_HEAD(&dev->kmrs);
+	INIT_LIST_HEAD(&dev->ksrqs);
 	xa_init(&dev->mrs);
+	xa_init_flags(&dev->srqs, XA_FLAGS_ALLOC1);
 	idr_init(&dev->qpns);
 	atomic_set(&dev->dropped_records, 0);
 	dev->event_wq = alloc_ordered_workqueue("ibemu-%s", 0, info->name);
@@ -121,6 +123,7 @@ void ibemu_destroy_device(struct ibemu_dev *dev)
 	ida_destroy(&dev->cq_handles);
 	idr_destroy(&dev->qpns);
 	xa_destroy(&dev->mrs);
+	xa_destroy(&dev->srqs);
 	ib_dealloc_device(&dev->ibdev);
 }
 

@@ -69,10 +69,14 @@ struct ibemu_kqp {
 	 * for query_qp and the replay.
 	 */
 	struct ibemu_data_modify_qp attrs;
+	/* LAST_WQE_REACHED went to the ULP since the QP last left RESET. */
+	bool last_wqe;
 	bool sq_sig_all;
 	u32 pd;
 	u32 max_inline;
 	struct ibemu_cq *send_cq, *recv_cq;
+	/* Receives come from it, not from rq (which is then empty). */
+	struct ibemu_srq *srq;
 	struct ibemu_wq sq, rq;
 	/* Under dev->obj_mutex: */
 	struct list_head mcast;
@@ -176,6 +180,25 @@ static void fire(struct ibemu_kqp *k, bool sdue, bool rdue)
 		ibemu_cq_fire(k->recv_cq);
 }
 
+static bool queue_event(struct ibemu_kqp *k, enum ib_event_type event,
+			gfp_t gfp);
+
+/*
+ * A QP on an SRQ that enters ERR takes no more WQEs from it, and says so
+ * once (IBA 11.6.3.1; 10.2.9.5): the ULP waits for it before it destroys
+ * the QP. The module raises it when it moves the QP to ERR itself (no
+ * engine); the engine's own, for the same entry into ERR, is then dropped.
+ * Under the QP's lock.
+ */
+static void last_wqe_reached(struct ibemu_kqp *k, gfp_t gfp)
+{
+	lockdep_assert_held(&k->lock);
+	if (!k->srq || k->last_wqe)
+		return;
+	k->last_wqe = true;
+	queue_event(k, IB_EVENT_QP_LAST_WQE_REACHED, gfp);
+}
+
 /* ---- create, modify, query, destroy ---- */
 
 static u32 send_slot_bytes(u32 max_sge, u32 max_inline)
@@ -195,6 +218,7 @@ static void fill_create(const struct ibemu_kqp *k, u32 qpn,
 	r->pd = k->pd;
 	r->send_cq = k->send_cq->handle;
 	r->recv_cq = k->recv_cq->handle;
+	r->srq = k->srq ? k->srq->handle : 0;
 	r->max_send_wr = k->sq.max_wr;
 	r->max_recv_wr = k->rq.max_wr;
 	r->max_send_sge = k->sq.max_sge;
@@ -223,9 +247,13 @@ int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 	if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
 	    init->qp_type != IB_QPT_UD)
 		return -EOPNOTSUPP;
-	/* No kernel SRQs yet (max_srq is 0). */
-	if (init->create_flags || init->srq || !init->send_cq || !init->recv_cq)
+	if (init->create_flags || !init->send_cq || !init->recv_cq)
 		return -EINVAL;
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (init->srq) {
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+	}
 	if (to_cq(init->send_cq)->user || to_cq(init->recv_cq)->user)
 		return -EINVAL;
 	if (cap->max_send_wr > ibemu_max_qp_wr(dev) ||
@@ -250,6 +278,7 @@ int ibemu_create_kqp(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 	k->max_inline = cap->max_inline_data;
 	k->send_cq = to_cq(init->send_cq);
 	k->recv_cq = to_cq(init->recv_cq);
+	k->srq = init->srq ? to_srq(init->srq) : NULL;
 	k->attrs.port = 1;
 	/* What a UD QP reports (its messages are limited by the port's). */
 	if (init->qp_type == IB_QPT_UD)
@@ -568,10 +597,12 @@ int ibemu_modify_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask)
 	k->state = next;
 	if (next == IB_QPS_RESET) {
 		reset_queues(k);
+		k->last_wqe = false;
 	} else if (next == IB_QPS_ERR && !channel_open(dev)) {
 		/* No engine to flush them: the module does (design 6.8). */
 		sdue = complete_locally(k, &k->sq, IB_WC_WR_FLUSH_ERR);
 		rdue = complete_locally(k, &k->rq, IB_WC_WR_FLUSH_ERR);
+		last_wqe_reached(k, GFP_ATOMIC);
 	}
 	spin_unlock_irq(&k->lock);
 out:
@@ -623,6 +654,7 @@ int ibemu_query_kqp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	init->qp_type = ibqp->qp_type;
 	init->send_cq = &k->send_cq->ibcq;
 	init->recv_cq = &k->recv_cq->ibcq;
+	init->srq = k->srq ? &k->srq->ibsrq : NULL;
 	init->cap = attr->cap;
 	init->sq_sig_type = k->sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
 	init->port_num = a.port;
@@ -782,9 +814,8 @@ static void set_ud_dest(struct ibemu_data_send_wqe *r,
 	fill_av(&r->av, to_ah(ud->ah));
 }
 
-/* A WR's scatter/gather list as the record carries it. */
-static void copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
-		      int num_sge)
+void ibemu_copy_sges(struct ibemu_data_sge *to, const struct ib_sge *from,
+		     int num_sge)
 {
 	int i;
 
@@ -871,7 +902,7 @@ static int build_send(struct ibemu_kqp *k, const struct ib_send_wr *wr,
 		r->inline_len = total;
 	} else {
 		r->num_sge = num_sge;
-		copy_sges(r->sge, wr->sg_list, num_sge);
+		ibemu_copy_sges(r->sge, wr->sg_list, num_sge);
 	}
 	m->wr_id = wr->wr_id;
 	m->len = len;
@@ -891,9 +922,6 @@ static bool connected(const struct ibemu_kqp *k)
 	return k->qp->ibqp.qp_type != IB_QPT_UD;
 }
 
-static bool queue_event(struct ibemu_kqp *k, enum ib_event_type event,
-			gfp_t gfp);
-
 /*
  * The transport of an RC or UC QP is the engine's, and there is none (the
  * daemon is gone, or never came): the QP goes to ERR with QP_FATAL, and its
@@ -908,6 +936,8 @@ static void lose_transport(struct ibemu_kqp *k, gfp_t gfp, bool *sdue,
 		k->state = IB_QPS_ERR;
 		queue_event(k, IB_EVENT_QP_FATAL, gfp);
 	}
+	if (k->state == IB_QPS_ERR)
+		last_wqe_reached(k, gfp);
 	*sdue |= complete_locally(k, &k->sq, IB_WC_WR_FLUSH_ERR);
 	*rdue |= complete_locally(k, &k->rq, IB_WC_WR_FLUSH_ERR);
 }
@@ -975,7 +1005,7 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		struct slot_meta *m = meta(rq, rq->head);
 		unsigned int len;
 
-		if (k->state == IB_QPS_RESET || wr->num_sge < 0 ||
+		if (k->state == IB_QPS_RESET || k->srq || wr->num_sge < 0 ||
 		    wr->num_sge > rq->max_sge) {
 			err = -EINVAL;
 			break;
@@ -991,7 +1021,7 @@ int ibemu_post_kqp_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		r->token = make_token(k, true, rq->head);
 		r->qpn = ibqp->qp_num;
 		r->num_sge = wr->num_sge;
-		copy_sges(r->sge, wr->sg_list, wr->num_sge);
+		ibemu_copy_sges(r->sge, wr->sg_list, wr->num_sge);
 		m->wr_id = wr->wr_id;
 		m->len = len;
 		m->wc_opcode = IB_WC_RECV;
@@ -1109,36 +1139,58 @@ static u8 recv_wc_opcode(u8 opcode)
 		       IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV;
 }
 
+/* The WQE a CQE names, retired with the unsignaled ones before it; its
+ * wr_id (and for a send the opcode) into `wc`. Under the QP's lock. */
+static bool retire_wqe(struct ibemu_kqp *k, const struct ibemu_data_cqe *c,
+		       bool recv, struct ib_wc *wc)
+{
+	u32 gen = c->token >> 33, seq = (u32)c->token;
+	struct ibemu_wq *wq = recv ? &k->rq : &k->sq;
+	struct ibemu_cq *cq = recv ? k->recv_cq : k->send_cq;
+	struct slot_meta *m;
+
+	lockdep_assert_held(&k->lock);
+	if (cq->handle != c->cq)
+		return false;
+	/* A receive of an SRQ names the SRQ's WQE (ibemu_srq.c). */
+	if (recv && k->srq)
+		return ibemu_srq_retire(k->srq, c->token, &wc->wr_id);
+	/* Only a WQE the engine got: outstanding and delivered. */
+	if (gen != (k->gen & TOKEN_GEN_MASK) ||
+	    seq - wq->tail >= wq->head - wq->tail ||
+	    seq - wq->tail >= READ_ONCE(wq->prod.delivered) - wq->tail)
+		return false;
+	m = meta(wq, seq);
+	wc->wr_id = m->wr_id;
+	if (!recv)
+		wc->opcode = m->wc_opcode;
+	/* It and the unsignaled sends before it are done. */
+	wq->tail = seq + 1;
+	return true;
+}
+
 void ibemu_kqp_cqe(struct ibemu_dev *dev, const struct ibemu_data_cqe *c,
 		   struct list_head *fire)
 {
-	u32 gen = c->token >> 33, seq = (u32)c->token;
 	bool recv = (c->token >> 32) & 1;
 	struct ibemu_kqp *k = idr_find(&dev->qpns, c->qpn);
-	struct ibemu_wq *wq;
 	struct ibemu_cq *cq;
-	struct slot_meta *m;
 	unsigned long flags;
 	struct ib_wc wc;
 	bool due;
 
 	if (!k)
 		goto drop;
-	wq = recv ? &k->rq : &k->sq;
 	cq = recv ? k->recv_cq : k->send_cq;
+	memset(&wc, 0, sizeof(wc));
+	if (recv)
+		wc.opcode = recv_wc_opcode(c->opcode);
 	spin_lock_irqsave(&k->lock, flags);
-	/* Only a WQE the engine got: outstanding and delivered. */
-	if (gen != (k->gen & TOKEN_GEN_MASK) || cq->handle != c->cq ||
-	    seq - wq->tail >= wq->head - wq->tail ||
-	    seq - wq->tail >= READ_ONCE(wq->prod.delivered) - wq->tail) {
+	if (!retire_wqe(k, c, recv, &wc)) {
 		spin_unlock_irqrestore(&k->lock, flags);
 		goto drop;
 	}
-	m = meta(wq, seq);
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = m->wr_id;
 	wc.status = c->status;
-	wc.opcode = recv ? recv_wc_opcode(c->opcode) : m->wc_opcode;
 	wc.vendor_err = c->vendor_err;
 	wc.byte_len = c->byte_len;
 	wc.qp = &k->qp->ibqp;
@@ -1157,8 +1209,6 @@ void ibemu_kqp_cqe(struct ibemu_dev *dev, const struct ibemu_data_cqe *c,
 	wc.sl = c->sl;
 	wc.dlid_path_bits = c->dlid_path_bits;
 	wc.port_num = k->attrs.port;
-	/* It and the unsignaled sends before it are done. */
-	wq->tail = seq + 1;
 	due = ibemu_cq_add_solicited(cq, &wc, c->solicited);
 	spin_unlock_irqrestore(&k->lock, flags);
 	if (due && !cq->fire) {
@@ -1207,7 +1257,11 @@ void ibemu_kqp_event(struct ibemu_dev *dev, const struct ibemu_data_event *e)
 	struct ibemu_kqp *k;
 	unsigned long flags;
 
-	/* No SRQ or CQ of the engine raises events yet. */
+	if (e->object == IBEMU_DATA_EVENT_ON_SRQ) {
+		ibemu_srq_event(dev, e);
+		return;
+	}
+	/* The engine's CQs raise no events (an overrun is the module's). */
 	if (e->object != IBEMU_DATA_EVENT_ON_QP)
 		goto drop;
 	k = idr_find(&dev->qpns, e->handle);
@@ -1218,6 +1272,17 @@ void ibemu_kqp_event(struct ibemu_dev *dev, const struct ibemu_data_event *e)
 	 * is older than the ULP's modify, which wins). */
 	if (e->modify_seq == k->modify_seq && k->state != IB_QPS_RESET)
 		k->state = e->qp_state;
+	if (e->event == IBEMU_DATA_EVENT_QP_LAST_WQE_REACHED) {
+		/* Once per entry into ERR: not for one the ULP has left
+		 * since, nor again for one the module reported itself. */
+		bool stale = k->last_wqe || e->modify_seq != k->modify_seq;
+
+		k->last_wqe = true;
+		spin_unlock_irqrestore(&k->lock, flags);
+		if (stale || !queue_event(k, e->event, GFP_ATOMIC))
+			goto drop;
+		return;
+	}
 	spin_unlock_irqrestore(&k->lock, flags);
 	if (e->event == IBEMU_DATA_EVENT_QP_STATE ||
 	    queue_event(k, e->event, GFP_ATOMIC))

@@ -120,11 +120,11 @@ static int ibemu_query_device(struct ib_device *ibdev,
 	attr->max_qp_rd_atom = 16;
 	attr->max_qp_init_rd_atom = 16;
 	attr->atomic_cap = IB_ATOMIC_HCA;
-	/* No kernel SRQs yet (a program's come from its provider, which
-	 * answers its own query_device). */
-	attr->max_srq = 0;
-	attr->max_srq_wr = 0;
-	attr->max_srq_sge = 0;
+	/* Kernel consumers' SRQs (ibemu_srq.c); a program's come from its
+	 * provider, which answers its own query_device. */
+	attr->max_srq = info->max_srq;
+	attr->max_srq_wr = ibemu_max_srq_wr(to_dev(ibdev));
+	attr->max_srq_sge = ibemu_max_sge(to_dev(ibdev));
 	attr->max_pkeys = IBEMU_CTL_MAX_PKEYS;
 	attr->local_ca_ack_delay = 15;
 	return 0;
@@ -441,12 +441,14 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.create_ah = ibemu_create_ah,
 	.create_cq = ibemu_create_cq,
 	.create_qp = ibemu_create_qp,
+	.create_srq = ibemu_create_srq,
 	.dealloc_pd = ibemu_dealloc_pd,
 	.dealloc_ucontext = ibemu_dealloc_ucontext,
 	.dereg_mr = ibemu_dereg_mr,
 	.destroy_ah = ibemu_destroy_ah,
 	.destroy_cq = ibemu_destroy_cq,
 	.destroy_qp = ibemu_destroy_qp,
+	.destroy_srq = ibemu_destroy_srq,
 	.detach_mcast = ibemu_detach_mcast,
 	.get_dev_fw_str = ibemu_get_dev_fw_str,
 	.get_dma_mr = ibemu_get_dma_mr,
@@ -454,9 +456,11 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.map_mr_sg = ibemu_map_mr_sg,
 	.modify_port = ibemu_modify_port,
 	.modify_qp = ibemu_modify_qp,
+	.modify_srq = ibemu_modify_srq,
 	.poll_cq = ibemu_poll_cq,
 	.post_recv = ibemu_post_recv,
 	.post_send = ibemu_post_send,
+	.post_srq_recv = ibemu_post_srq_recv,
 	.process_mad = ibemu_process_mad,
 	.query_device = ibemu_query_device,
 	.query_ah = ibemu_query_ah,
@@ -464,6 +468,7 @@ const struct ib_device_ops ibemu_dev_ops = {
 	.query_pkey = ibemu_query_pkey,
 	.query_port = ibemu_query_port,
 	.query_qp = ibemu_query_qp,
+	.query_srq = ibemu_query_srq,
 	.reg_user_mr = ibemu_reg_user_mr,
 	.req_notify_cq = ibemu_req_notify_cq,
 
@@ -471,5 +476,6 @@ const struct ib_device_ops ibemu_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_cq, ibemu_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ibemu_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ibemu_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, ibemu_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ibemu_ucontext, ibuc),
 };
