@@ -67,6 +67,12 @@ void KernelContext::apply(const ibemu_data_hdr& hdr, const uint8_t* record) noex
       return alloc_mr(as<ibemu_data_alloc_mr>(record));
     case IBEMU_DATA_DEREG_MR:
       return dereg_mr(as<ibemu_data_dereg_mr>(record));
+    case IBEMU_DATA_CREATE_SRQ:
+      return create_srq(as<ibemu_data_create_srq>(record));
+    case IBEMU_DATA_MODIFY_SRQ:
+      return modify_srq(as<ibemu_data_modify_srq>(record));
+    case IBEMU_DATA_DESTROY_SRQ:
+      return destroy_srq(as<ibemu_data_destroy_srq>(record));
     case IBEMU_DATA_CREATE_QP:
       return create_qp(as<ibemu_data_create_qp>(record));
     case IBEMU_DATA_MODIFY_QP:
@@ -81,10 +87,9 @@ void KernelContext::apply(const ibemu_data_hdr& hdr, const uint8_t* record) noex
     case IBEMU_DATA_RECV_WQE:
       return post_recv(as<ibemu_data_recv_wqe>(record));
     default:
-      // SRQs are a later step (docs/design/kernel-consumers.md); until
-      // then the module queues none of these.
+      // The reader passes commands and WQEs only (checked records).
       counters_.refused++;
-      log_error("kernel plane: {} record type {} is not handled yet", device().name, hdr.type);
+      log_error("kernel plane: {} record type {} is not a command", device().name, hdr.type);
   }
 }
 
@@ -155,13 +160,42 @@ void KernelContext::dereg_mr(const ibemu_data_dereg_mr& r) {
     engine().mrs().remove(mr.key);
 }
 
+// The engine's SRQ disarms its limit when it fires (one event per arming),
+// as the module's shadow does when the event arrives.
+void KernelContext::create_srq(const ibemu_data_create_srq& r) {
+  auto srq = std::make_shared<engine::SharedReceiveQueue>(
+      std::min(r.max_wr, engine::DeviceLimits::kMaxSrqWr),
+      std::min(r.max_sge, engine::DeviceLimits::kMaxSge), [this, handle = r.srq] {
+        raise(IBEMU_DATA_EVENT_ON_SRQ, handle, IBEMU_DATA_EVENT_SRQ_LIMIT_REACHED);
+      });
+  if (r.srq_limit) srq->arm_limit(r.srq_limit);
+  std::lock_guard lock(mutex_);
+  if (!srqs_.emplace(r.srq, std::move(srq)).second) {
+    counters_.refused++;
+    log_error("kernel plane: {} SRQ {} exists already", device().name, r.srq);
+  }
+}
+
+void KernelContext::modify_srq(const ibemu_data_modify_srq& r) {
+  std::shared_ptr<engine::SharedReceiveQueue> srq = find_srq(r.srq);
+  if (!srq || srq->arm_limit(r.srq_limit) != 0) counters_.refused++;
+}
+
+// The QPs on it went first (ib_core refuses it otherwise); its WQEs go with it.
+void KernelContext::destroy_srq(const ibemu_data_destroy_srq& r) {
+  std::lock_guard lock(mutex_);
+  if (!srqs_.erase(r.srq)) counters_.refused++;
+}
+
 void KernelContext::create_qp(const ibemu_data_create_qp& r) {
   std::lock_guard lock(mutex_);
   auto send_cq = cqs_.find(r.send_cq);
   auto recv_cq = cqs_.find(r.recv_cq);
-  if (send_cq == cqs_.end() || recv_cq == cqs_.end() || r.srq || qps_.count(r.qpn)) {
+  auto srq = r.srq ? srqs_.find(r.srq) : srqs_.end();
+  if (send_cq == cqs_.end() || recv_cq == cqs_.end() || (r.srq && srq == srqs_.end()) ||
+      qps_.count(r.qpn)) {
     counters_.refused++;
-    log_error("kernel plane: {} QP {:#x}: no such CQ, an SRQ, or the QP exists", device().name,
+    log_error("kernel plane: {} QP {:#x}: no such CQ or SRQ, or the QP exists", device().name,
               r.qpn);
     return;
   }
@@ -180,6 +214,10 @@ void KernelContext::create_qp(const ibemu_data_create_qp& r) {
   KernelQp kqp;
   kqp.send_cq = send_cq->second;
   kqp.recv_cq = recv_cq->second;
+  if (r.srq) {
+    kqp.srq = srq->second;
+    init.srq = kqp.srq.get();
+  }
   kqp.qp = engine().create_qp(init, [this](uint32_t qpn, engine::QpEvent event) {
     raise(IBEMU_DATA_EVENT_ON_QP, qpn, uint8_t(event));
   });
@@ -279,6 +317,7 @@ void KernelContext::post_send(const ibemu_data_send_wqe& r) {
 
 void KernelContext::post_recv(const ibemu_data_recv_wqe& r) {
   counters_.recv_wqes++;
+  if (r.srq) return post_srq_recv(r);
   std::shared_ptr<engine::Qp> qp;
   std::shared_ptr<Cq> cq;
   {
@@ -292,6 +331,21 @@ void KernelContext::post_recv(const ibemu_data_recv_wqe& r) {
   int bad = 0;
   if (kernel_records::to_recv_wqe(r, &wqe) != 0 || qp->post_recv(&wqe, 1, &bad) != 0)
     refuse_wqe(cq, r.qpn, r.token, WcOpcode::kRecv);
+}
+
+void KernelContext::post_srq_recv(const ibemu_data_recv_wqe& r) {
+  std::shared_ptr<engine::SharedReceiveQueue> srq = find_srq(r.srq);
+  if (!srq) return;  // destroyed since: its WQEs went with it
+  engine::RecvWqe wqe;
+  int bad = 0;
+  if (kernel_records::to_recv_wqe(r, &wqe) == 0 && srq->post(&wqe, 1, &bad) == 0) return;
+  // The module checked the WQE against the SRQ it created: the engine
+  // refusing it is a bug of one of them. No QP owns the WQE yet, so no CQ
+  // can report it; the SRQ is broken, as an HCA reports a catastrophic SRQ
+  // error (IBA 11.6.3.3).
+  counters_.refused++;
+  log_error("kernel plane: {} SRQ {}: a WQE refused", device().name, r.srq);
+  raise(IBEMU_DATA_EVENT_ON_SRQ, r.srq, IBEMU_DATA_EVENT_SRQ_ERR);
 }
 
 void KernelContext::refuse_wqe(const std::shared_ptr<Cq>& cq, uint32_t qpn, uint64_t token,
@@ -320,6 +374,12 @@ void KernelContext::mark_dirty(uint32_t cq_handle) {
     dirty_cqs_.push_back(cq_handle);
   }
   wake_();
+}
+
+std::shared_ptr<engine::SharedReceiveQueue> KernelContext::find_srq(uint32_t handle) const {
+  std::lock_guard lock(mutex_);
+  auto it = srqs_.find(handle);
+  return it == srqs_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<KernelContext::Cq> KernelContext::find_cq(uint32_t handle) const {
@@ -393,10 +453,7 @@ bool KernelContext::collect(std::vector<uint8_t>& out, size_t limit) {
       // take it) while it holds the QP's own lock.
       r = kernel_records::qp_event(index_, e.handle, e.event, qp->state(), modify_seq);
     } else {
-      r.hdr = ibemu_data_hdr{IBEMU_DATA_EVENT, sizeof(r), index_, {}};
-      r.handle = e.handle;
-      r.object = e.object;
-      r.event = e.event;
+      r = kernel_records::object_event(index_, e.object, e.handle, e.event);
     }
     if (!append(out, limit, &r, sizeof r)) {
       // The rest wait for the next batch, in order.
@@ -417,6 +474,7 @@ Json KernelContext::status() const {
           {"qps", qps_.size()},
           {"cqs", cqs_.size()},
           {"mrs", mrs_.size()},
+          {"srqs", srqs_.size()},
           {"fast_reg_mrs", fast_reg_mrs},
           {"send_wqes", counters_.send_wqes.load()},
           {"recv_wqes", counters_.recv_wqes.load()},

@@ -19,6 +19,7 @@
 #include "common/control_channel.h"
 #include "emulator-daemon/kernel_memory.h"
 #include "provider/core/engine_host.h"
+#include "transport/engine/shared_receive_queue.h"
 
 namespace ibemu {
 
@@ -59,6 +60,7 @@ class KernelContext : public provider::EngineHost {
   struct KernelQp {
     std::shared_ptr<engine::Qp> qp;
     std::shared_ptr<Cq> send_cq, recv_cq;
+    std::shared_ptr<engine::SharedReceiveQueue> srq;  // kept while a QP takes from it
     uint32_t modify_seq = 0;
     bool reported_error = false;  // a QP_STATE event followed its first error
   };
@@ -79,12 +81,16 @@ class KernelContext : public provider::EngineHost {
   /// Keeps the MR registered in the engine by its handle; logs `err`.
   void added_mr(uint32_t key, bool fast_reg, int err);
   void dereg_mr(const ibemu_data_dereg_mr& r);
+  void create_srq(const ibemu_data_create_srq& r);
+  void modify_srq(const ibemu_data_modify_srq& r);
+  void destroy_srq(const ibemu_data_destroy_srq& r);
   void create_qp(const ibemu_data_create_qp& r);
   void modify_qp(const ibemu_data_modify_qp& r);
   void destroy_qp(const ibemu_data_destroy_qp& r);
   void mcast(const ibemu_data_mcast& r, bool attach);
   void post_send(const ibemu_data_send_wqe& r);
   void post_recv(const ibemu_data_recv_wqe& r);
+  void post_srq_recv(const ibemu_data_recv_wqe& r);
   /// A WQE the engine refused: completed with LOC_QP_OP_ERR, so that the
   /// module retires it (the QP's WQEs complete in order all the same).
   void refuse_wqe(const std::shared_ptr<Cq>& cq, uint32_t qpn, uint64_t token,
@@ -92,6 +98,7 @@ class KernelContext : public provider::EngineHost {
   void raise(uint8_t object, uint32_t handle, uint8_t event);
   void mark_dirty(uint32_t cq_handle);
   std::shared_ptr<Cq> find_cq(uint32_t handle) const;
+  std::shared_ptr<engine::SharedReceiveQueue> find_srq(uint32_t handle) const;
   /// Appends one record; false when it would pass `limit`.
   static bool append(std::vector<uint8_t>& out, size_t limit, const void* record, size_t len);
 
@@ -104,7 +111,8 @@ class KernelContext : public provider::EngineHost {
   // Under mutex_:
   std::map<uint32_t, std::shared_ptr<Cq>> cqs_;
   std::map<uint32_t, KernelQp> qps_;
-  std::map<uint32_t, KernelMr> mrs_;  // by handle
+  std::map<uint32_t, KernelMr> mrs_;                                      // by handle
+  std::map<uint32_t, std::shared_ptr<engine::SharedReceiveQueue>> srqs_;  // by handle
   std::vector<uint32_t> dirty_cqs_;
   std::vector<PendingEvent> events_;
 };

@@ -203,4 +203,13 @@ ibemu_data_event qp_event(uint8_t index, uint32_t qpn, uint8_t event, engine::Qp
   return r;
 }
 
+ibemu_data_event object_event(uint8_t index, uint8_t object, uint32_t handle, uint8_t event) {
+  ibemu_data_event r{};
+  r.hdr = header(IBEMU_DATA_EVENT, sizeof(r), index);
+  r.handle = handle;
+  r.object = object;
+  r.event = event;
+  return r;
+}
+
 }  // namespace ibemu::kernel_records

@@ -39,4 +39,8 @@ ibemu_data_cqe to_cqe(const engine::Completion& c, uint32_t cq, bool solicited, 
 ibemu_data_event qp_event(uint8_t index, uint32_t qpn, uint8_t event, engine::QpState state,
                           uint32_t modify_seq);
 
+/// An async event of an SRQ or a CQ (`object`: IBEMU_DATA_EVENT_ON_SRQ or
+/// _ON_CQ), which carries no state.
+ibemu_data_event object_event(uint8_t index, uint8_t object, uint32_t handle, uint8_t event);
+
 }  // namespace ibemu::kernel_records

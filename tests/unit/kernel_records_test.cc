@@ -8,8 +8,10 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernel/ibemu_ctl_validate.h"
+#include "transport/engine/shared_receive_queue.h"
 
 namespace ibemu {
 namespace {
@@ -437,6 +439,94 @@ TEST(KernelRecords, GivenTheCompletionsOfRcOperationsExpectTheirOpcodesForTheMod
   EXPECT_EQ(ibemu_data_record_valid(&r, sizeof r, IBEMU_DATA_TO_MODULE), 0);
   EXPECT_EQ(r.flags, uint32_t(IBEMU_DATA_WC_WITH_INV));
   EXPECT_EQ(r.imm_or_rkey, 0x77700u);
+}
+
+// A kernel SRQ's receive (ib_post_srq_recv): the record names the SRQ, not a
+// QP; the engine's SRQ hands it to the QP that takes it with the module's
+// token as wr_id.
+TEST(KernelRecords, GivenAnSrqReceiveExpectTheEngineSrqToHandOutTheToken) {
+  ibemu_data_recv_wqe r{};
+  r.hdr.type = IBEMU_DATA_RECV_WQE;
+  r.token = (uint64_t{5} << 33) | (uint64_t{1} << 32) | 7;
+  r.srq = 3;
+  r.num_sge = 2;
+  r.sge[0] = {0xffff888000010000, 4096, 0x200};
+  r.sge[1] = {0xffff888000020000, 4096, 0x200};
+  r.hdr.length = uint16_t(ibemu_data_recv_wqe_length(r.num_sge));
+  ASSERT_EQ(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  engine::RecvWqe w;
+  ASSERT_EQ(kernel_records::to_recv_wqe(r, &w), 0);
+  engine::SharedReceiveQueue srq(4, 2, nullptr);
+  int bad = 0;
+  ASSERT_EQ(srq.post(&w, 1, &bad), 0);
+  engine::RecvWqe taken;
+  ASSERT_TRUE(srq.take(&taken));
+  EXPECT_EQ(taken.wr_id, r.token);
+  ASSERT_EQ(taken.num_sge, 2);
+  EXPECT_EQ(taken.sge[1].addr, 0xffff888000020000u);
+  EXPECT_EQ(taken.length, 8192u);
+}
+
+// A record that names both a QP and an SRQ, or neither, is the module's bug.
+TEST(KernelRecords, GivenAReceiveNamingQpAndSrqOrNeitherExpectTheChecksToRefuseIt) {
+  ibemu_data_recv_wqe r{};
+  r.hdr.type = IBEMU_DATA_RECV_WQE;
+  r.hdr.length = uint16_t(ibemu_data_recv_wqe_length(0));
+  r.qpn = 0xf00001;
+  r.srq = 3;
+  EXPECT_NE(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+  r.qpn = 0;
+  r.srq = 0;
+  EXPECT_NE(ibemu_data_record_valid(&r, r.hdr.length, IBEMU_DATA_TO_DAEMON), 0);
+}
+
+// The engine's SRQ fires its armed limit once, when a take leaves fewer
+// WQEs than the limit (IBA 10.2.9.2); the plane hands that on as an SRQ
+// event the module accepts.
+TEST(KernelRecords, GivenAnSrqFallingBelowItsLimitExpectOneLimitEventTheModuleAccepts) {
+  std::vector<ibemu_data_event> events;
+  engine::SharedReceiveQueue srq(8, 1, [&] {
+    events.push_back(kernel_records::object_event(1, IBEMU_DATA_EVENT_ON_SRQ, 6,
+                                                  IBEMU_DATA_EVENT_SRQ_LIMIT_REACHED));
+  });
+  ASSERT_EQ(srq.arm_limit(2), 0);
+  engine::RecvWqe w{};
+  w.num_sge = 0;
+  int bad = 0;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(srq.post(&w, 1, &bad), 0);
+  engine::RecvWqe taken;
+  ASSERT_TRUE(srq.take(&taken));  // 3 left
+  ASSERT_TRUE(srq.take(&taken));  // 2 left: not below the limit
+  EXPECT_TRUE(events.empty());
+  ASSERT_TRUE(srq.take(&taken));  // 1 left
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_TRUE(srq.take(&taken));
+  EXPECT_EQ(events.size(), 1u);  // disarmed
+  EXPECT_EQ(srq.limit(), 0u);
+  const ibemu_data_event& e = events[0];
+  EXPECT_EQ(ibemu_data_record_valid(&e, sizeof e, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(e.hdr.index, 1);
+  EXPECT_EQ(e.object, IBEMU_DATA_EVENT_ON_SRQ);
+  EXPECT_EQ(e.handle, 6u);
+  EXPECT_EQ(e.event, IBEMU_DATA_EVENT_SRQ_LIMIT_REACHED);
+  EXPECT_EQ(e.qp_state, 0);
+}
+
+// A QP on an SRQ that enters ERR: LAST_WQE_REACHED with its state and the
+// modify it follows, which the module uses to drop a stale one.
+TEST(KernelRecords, GivenLastWqeReachedExpectAQpEventWithStateAndModifySeq) {
+  const ibemu_data_event e =
+      kernel_records::qp_event(0, 0xf00009, IBEMU_DATA_EVENT_QP_LAST_WQE_REACHED, QpState::kErr, 4);
+  EXPECT_EQ(ibemu_data_record_valid(&e, sizeof e, IBEMU_DATA_TO_MODULE), 0);
+  EXPECT_EQ(e.object, IBEMU_DATA_EVENT_ON_QP);
+  EXPECT_EQ(e.qp_state, uint8_t(QpState::kErr));
+  EXPECT_EQ(e.modify_seq, 4u);
+  // An SRQ's event that claims a QP state is malformed.
+  ibemu_data_event bad =
+      kernel_records::object_event(0, IBEMU_DATA_EVENT_ON_SRQ, 2, IBEMU_DATA_EVENT_SRQ_ERR);
+  EXPECT_EQ(ibemu_data_record_valid(&bad, sizeof bad, IBEMU_DATA_TO_MODULE), 0);
+  bad.qp_state = uint8_t(QpState::kErr);
+  EXPECT_NE(ibemu_data_record_valid(&bad, sizeof bad, IBEMU_DATA_TO_MODULE), 0);
 }
 
 }  // namespace
