@@ -464,7 +464,8 @@ fi
 # runs SENDs, RDMA WRITE and READ, atomics, a bad rkey, ib_drain_qp and fast
 # registration (the kernel's REG_MR, WRITE and READ through its rkey, then
 # LOCAL_INV or the program's SEND with Invalidate and a remote access error);
-# the same with a UC QP in its place.
+# the same with a UC QP in its place, and with an RC QP receiving through an
+# SRQ.
 KVERBS_KO=$BUILD/kverbs/ibemu_kverbs_test.ko
 KVERBS_CTL=/sys/kernel/debug/ibemu_kverbs/ctl
 kverbs_load() {
@@ -481,6 +482,16 @@ kverbs_lost() {
   grep -q "^state ERR" /tmp/kverbs.out && grep -q "^events .*QP fatal error" /tmp/kverbs.out &&
     grep -q "^wc RECV status 5 " /tmp/kverbs.out
 }
+# The daemon restarted under a kernel QP on an SRQ (kverbs_peer -s -k
+# first): reconnected, a SEND lands in the SRQ's replayed WQE.
+kverbs_srq_replayed() {
+  "$SRC/scripts/kernel-node.sh" down && "$SRC/scripts/kernel-node.sh" up || return 1
+  for _ in $(seq 60); do
+    ibstat ibemu1 1 | grep -q 'State: Active' && break
+    sleep 1
+  done
+  kverbs_peer -s -r
+}
 kverbs_unload() {
   rmmod ibemu_kverbs_test && ! lsmod | grep -q '^ibemu_kverbs_test ' && no_kernel_problems
 }
@@ -494,6 +505,8 @@ if [ -n "$HAVE_KVERBS" ]; then
     kverbs_peer -n 3
   check "kernel UC QP <-> verbs program: SENDs, RDMA WRITEs (FRWR too), READ and atomics refused, drain" \
     kverbs_peer -u -n 2
+  check "kernel RC QP on an SRQ: SENDs in post order, the limit event once, LAST_WQE_REACHED" \
+    kverbs_peer -s
   check "the kernel RC QP connected again, a receive posted (for the daemon's loss)" \
     kverbs_peer -n 1 -k
 fi
@@ -635,6 +648,11 @@ if [ -n "$HAVE_KVERBS" ]; then
   # Replayed in ERR; the connection starts again from RESET.
   check "the kernel RC QP after the daemon's restart: reconnected, the whole exchange again" \
     kverbs_peer -n 1
+  # An SRQ with a WQE posted across another restart: the QP on it goes to
+  # ERR (QP_FATAL, LAST_WQE_REACHED), the SRQ and its WQE are replayed, and
+  # once reconnected a SEND lands in that WQE.
+  check "the kernel QP on an SRQ connected, one WQE left on the SRQ" kverbs_peer -s -k
+  check "the SRQ and its WQE replayed to a restarted daemon" kverbs_srq_replayed
 fi
 check "ibv_rc_pingpong after the restart" \
   pair 60 ibv_rc_pingpong -d ibemu0 -n 50 -- ibv_rc_pingpong -d ibemu1 -n 50 127.0.0.1

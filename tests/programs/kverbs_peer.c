@@ -15,14 +15,20 @@
  *   IB_WR_LOCAL_INV or this end's SEND with Invalidate taking it back, and
  *   the remote access error a WRITE through it gets then.
  *
- *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k | -u]
+ *   kverbs_peer [-d device] [-c control-file] [-n rounds] [-k | -u | -s]
  *
  * Defaults: ibemu1, /sys/kernel/debug/ibemu_kverbs/ctl, 10 rounds. With -k
  * it only connects, runs the rounds and leaves the kernel QP in RTS with a
  * receive posted (for a test of what the daemon's loss does to it). With -u
  * both QPs are UC: SENDs, RDMA WRITEs (also through a fast registration),
  * READ and atomics refused at post time, drain; the module gets an RC QP
- * again at the end. Prints one line
+ * again at the end. With -s the
+ * kernel QP is an RC QP receiving through an SRQ: SENDs land in the SRQ's
+ * WQEs in post order, the armed limit raises SRQ_LIMIT_REACHED once, the
+ * QP's move to ERR raises LAST_WQE_REACHED and leaves the SRQ's other WQEs
+ * posted, and after a reconnection from RESET a SEND lands in one of them
+ * (with -k also: the QP left connected with SRQ WQEs posted, for the
+ * daemon's loss and the SRQ's replay). Prints one line
  * per step; exits 0 when every step passed.
  */
 #include <arpa/inet.h>
@@ -61,7 +67,8 @@ static struct rc_end me;
 static struct ibv_mr* mr;
 static uint8_t* buf;
 static uint32_t my_psn;
-static int uc; /* both QPs are UC */
+static int uc;  /* both QPs are UC */
+static int srq; /* the kernel QP receives through an SRQ */
 
 /* ---- the module's control file ---- */
 
@@ -543,11 +550,106 @@ static int uc_steps(const struct kernel_end* k, int rounds) {
   return failed + step("the module's QP an RC one again", kernel_ok(kcmd("type rc")));
 }
 
+/* ---- the kernel QP on an SRQ ---- */
+
+/* The kernel's control file says `what` (a "\nname value" line or an
+ * event) within a few seconds. */
+static int kernel_says(const char* what) {
+  for (int i = 0; i < 100; ++i) {
+    const char* text = ctl_read();
+    if (text && strstr(text, what)) return 0;
+    usleep(100000);
+  }
+  fprintf(stderr, "the kernel never said '%s':\n%s\n", what, ctl_text);
+  return -1;
+}
+
+/* SENDs of `count` 4 KiB messages, seeds from `seed`, each received by the
+ * kernel (its completions in order) and found in SRQ WQE `first` + i, that
+ * is at offset 4096 * (first + i): the SRQ hands its WQEs out in post
+ * order. */
+static int sends_into_srq(int first, int count, int seed) {
+  for (int i = 0; i < count; ++i) {
+    const char* recv_ok[] = {"wc RECV status 0 (success) len 4096"};
+    fill(0, 4096, seed + i);
+    if (post(IBV_WR_SEND, 0, 4096, 0, 0) || my_completion(IBV_WC_SUCCESS, IBV_WC_SEND, NULL) ||
+        kernel_completions(1, recv_ok) ||
+        kernel_ok(kcmd("check %d 4096 %d", 4096 * (first + i), seed + i)))
+      return -1;
+  }
+  return 0;
+}
+
+/* Four WQEs on the SRQ, the limit armed at 2: three messages take three,
+ * and the third leaves one, below the limit: one event, the limit 0 again. */
+static int srq_receives(void) {
+  for (int i = 0; i < 4; ++i)
+    if (kernel_ok(kcmd("srecv %d 4096", 4096 * i))) return -1;
+  if (kernel_ok(kcmd("limit 2")) || kernel_says("\nsrq_limit 2\n") || sends_into_srq(0, 2, 40))
+    return -1;
+  if (strstr(ctl_read(), "SRQ limit reached")) {
+    fprintf(stderr, "the limit fired with two WQEs left:\n%s\n", ctl_text);
+    return -1;
+  }
+  if (sends_into_srq(2, 1, 42) || kernel_says("SRQ limit reached") ||
+      kernel_says("\nsrq_limit 0\n"))
+    return -1;
+  return occurrences(ctl_read(), "SRQ limit reached") == 1 ? 0 : -1;
+}
+
+/* ib_drain_qp moves the QP to ERR (and drains only its send queue: its
+ * receives are the SRQ's): LAST_WQE_REACHED, and the SRQ's last WQE is not
+ * flushed. */
+static int srq_last_wqe(void) {
+  if (kernel_ok(kcmd("drain")) || kernel_says("last WQE reached") || !kernel_state_is("ERR"))
+    return -1;
+  const char* r = kcmd("poll 1 2000");
+  if (!r || !strstr(r, "timeout: 1 more")) {
+    fprintf(stderr, "the SRQ's WQE completed when its QP went to ERR:\n%s", r ? r : "");
+    return -1;
+  }
+  return 0;
+}
+
+static int srq_steps(const struct kernel_end* k, int keep) {
+  int failed = step("SRQ: connect the kernel RC QP on an SRQ",
+                    connect_both(k) || kernel_says("\nsrq_qp yes\n"));
+  if (failed) return 1;
+  if (keep) {
+    /* Two WQEs posted, one taken: one left for the daemon's successor. */
+    failed += step("SRQ: a SEND through the SRQ, one WQE left posted",
+                   kernel_ok(kcmd("srecv 0 4096")) || kernel_ok(kcmd("srecv 4096 4096")) ||
+                       sends_into_srq(0, 1, 50));
+    return failed;
+  }
+  failed += step("SRQ: SENDs land in the SRQ's WQEs in order; the limit event fires once",
+                 srq_receives());
+  failed +=
+      step("SRQ: the QP to ERR: LAST_WQE_REACHED, the SRQ's WQE stays posted", srq_last_wqe());
+  failed += step("SRQ: reconnected from RESET, a SEND lands in the WQE left",
+                 connect_both(k) || sends_into_srq(3, 1, 60));
+  failed += step("SRQ: ib_drain_qp on teardown", kernel_ok(kcmd("drain")));
+  return failed + step("the module's QP an RC one again", kernel_ok(kcmd("type rc")));
+}
+
+/* After the daemon's loss and restart (-s -k first): the QP went to ERR,
+ * with LAST_WQE_REACHED; reconnected, a SEND lands in the WQE the SRQ kept
+ * and the new daemon got again. */
+static int srq_after_restart(const struct kernel_end* k) {
+  int failed = step(
+      "SRQ: the QP on the SRQ in ERR with QP_FATAL and LAST_WQE_REACHED",
+      !kernel_state_is("ERR") || kernel_says("QP fatal error") || kernel_says("last WQE reached"));
+  failed += step("SRQ: reconnected, a SEND lands in the replayed SRQ WQE",
+                 connect_both(k) || sends_into_srq(1, 1, 70));
+  failed += step("SRQ: ib_drain_qp on teardown", kernel_ok(kcmd("drain")));
+  return failed + step("the module's QP an RC one again", kernel_ok(kcmd("type rc")));
+}
+
 int main(int argc, char** argv) {
   const char* device = "ibemu1";
   const char* ctl = "/sys/kernel/debug/ibemu_kverbs/ctl";
-  int rounds = 10, keep = 0, opt;
-  while ((opt = getopt(argc, argv, "d:c:n:ku")) != -1) {
+  int rounds = 10, keep = 0, restarted = 0, opt;
+  while ((opt = getopt(argc, argv, "d:c:n:kusr")) != -1) {
     switch (opt) {
       case 'd':
         device = optarg;
@@ -564,8 +666,16 @@ int main(int argc, char** argv) {
       case 'u':
         uc = 1;
         break;
+      case 's':
+        srq = 1;
+        break;
+      case 'r':
+        restarted = 1;
+        break;
       default:
-        fprintf(stderr, "usage: %s [-d device] [-c control-file] [-n rounds] [-k | -u]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [-d device] [-c control-file] [-n rounds] [-k | -u | -s [-k | -r]]\n",
+                argv[0]);
         return 2;
     }
   }
@@ -576,7 +686,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   struct kernel_end k;
-  if ((uc && kernel_ok(kcmd("type uc"))) || read_kernel_end(&k)) return 1;
+  if ((uc && kernel_ok(kcmd("type uc"))) || (srq && !restarted && kernel_ok(kcmd("type srq"))) ||
+      read_kernel_end(&k))
+    return 1;
   printf("kernel QP 0x%x, LID %u, PSN 0x%x, buffer 0x%lx (rkey 0x%x)\n", k.qpn, k.lid, k.psn,
          (unsigned long)k.addr, k.rkey);
   buf = aligned_alloc(4096, BUF_SIZE);
@@ -586,6 +698,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (uc) return uc_steps(&k, rounds) ? 1 : 0;
+  if (srq && restarted) return srq_after_restart(&k) ? 1 : 0;
+  if (srq) return srq_steps(&k, keep) ? 1 : 0;
   int failed = step("connect (the program's QP and the kernel's, RESET to RTS)", connect_both(&k));
   if (failed) return 1;
   failed += step("SEND ping-pong with the kernel QP", ping_pong(rounds));

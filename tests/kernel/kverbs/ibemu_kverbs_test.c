@@ -4,18 +4,23 @@
  * (never installed). Like a ULP it registers an ib_client, and on the device
  * it is told to use (module parameter `device`, default ibemu0) it creates a
  * PD with an unsafe global rkey (as SRP and iSER do), a CQ polled from a
- * workqueue, an RC QP (a UC one on command), a kernel buffer mapped with
- * ib_dma_map_single and, on command, a fast registration MR over part of it.
+ * workqueue, an RC QP (a UC one, or an RC one on an SRQ, on command), a
+ * kernel buffer mapped with ib_dma_map_single and, on command, a fast
+ * registration MR over part of it.
  * A verbs program on the other end (tests/programs/kverbs_peer.c) drives it
  * through /sys/kernel/debug/ibemu_kverbs/ctl:
  *
  *   read:  qpn, type, lid, gid, psn, addr, rkey, size, state, the FRWR
- *          MR's rkey and iova (0 until registered), the async events
- *          seen, and the result of the last command
+ *          MR's rkey and iova (0 until registered), the SRQ's limit (with
+ *          an SRQ), the async events seen since the last connect (the
+ *          QP's and the SRQ's), and the result of the last command
  *   write one command:
- *     type rc|uc                a new QP of that type in place of the last
+ *     type rc|uc|srq            a new QP of that type in place of the last
+ *                               (srq: an RC QP receiving through an SRQ)
  *     connect QPN LID PSN       RESET -> INIT -> RTR -> RTS toward the peer
  *     recv OFF LEN              post a receive into the buffer
+ *     srecv OFF LEN             post a receive on the SRQ
+ *     limit N                   arm the SRQ's limit (ib_modify_srq)
  *     send OFF LEN [IMM]        post a SEND (with immediate data)
  *     write OFF LEN RADDR RKEY  post an RDMA WRITE from the buffer
  *     read OFF LEN RADDR RKEY   post an RDMA READ into the buffer
@@ -57,6 +62,7 @@ MODULE_PARM_DESC(buf_size, "bytes of the kernel buffer (default 65536)");
 
 #define PORT 1
 #define QUEUE_DEPTH 64
+#define SRQ_DEPTH 16
 #define CQ_DEPTH (2 * QUEUE_DEPTH + 2) /* both queues, and a drain each */
 #define SLOTS 128 /* WR contexts, reused in turn (more than can be posted) */
 #define MAX_WCS 256
@@ -86,6 +92,7 @@ struct kverbs {
 	struct ib_cq *cq;
 	struct ib_qp *qp;
 	struct ib_mr *frwr; /* allocated by the first "frwr" */
+	struct ib_srq *srq; /* made by the first `type srq` */
 	void *buf;
 	u64 dma;
 	u32 psn;
@@ -149,6 +156,11 @@ static void qp_event(struct ib_event *ev, void *context)
 	spin_unlock_irqrestore(&k->lock, flags);
 }
 
+static void srq_event(struct ib_event *ev, void *context)
+{
+	qp_event(ev, context);
+}
+
 /* ---- setting up on the device ---- */
 
 /* What a ULP does before it destroys a QP that was used (design 6.7): a
@@ -164,8 +176,10 @@ static void destroy_qp(struct ib_qp *qp)
 	ib_destroy_qp(qp);
 }
 
-/* A QP of `type` (RC or UC) on the PD and CQ, in RESET. */
-static struct ib_qp *create_qp(struct kverbs *k, enum ib_qp_type type)
+/* A QP of `type` (RC or UC) on the PD and CQ, in RESET; receiving
+ * through `srq` when there is one. */
+static struct ib_qp *create_qp(struct kverbs *k, enum ib_qp_type type,
+			       struct ib_srq *srq)
 {
 	struct ib_qp_init_attr init = {
 		.qp_type = type,
@@ -180,9 +194,29 @@ static struct ib_qp *create_qp(struct kverbs *k, enum ib_qp_type type)
 		.qp_context = k,
 		.send_cq = k->cq,
 		.recv_cq = k->cq,
+		.srq = srq,
 	};
 
 	return ib_create_qp(k->pd, &init);
+}
+
+static int make_srq(struct kverbs *k)
+{
+	struct ib_srq_init_attr init = {
+		.event_handler = srq_event,
+		.srq_context = k,
+		.srq_type = IB_SRQT_BASIC,
+		.attr = { .max_wr = SRQ_DEPTH, .max_sge = 1 },
+	};
+	struct ib_srq *srq;
+
+	if (k->srq)
+		return 0;
+	srq = ib_create_srq(k->pd, &init);
+	if (IS_ERR(srq))
+		return PTR_ERR(srq);
+	k->srq = srq;
+	return 0;
 }
 
 static void kverbs_free(struct kverbs *k)
@@ -191,6 +225,8 @@ static void kverbs_free(struct kverbs *k)
 		destroy_qp(k->qp);
 	if (k->frwr)
 		ib_dereg_mr(k->frwr);
+	if (k->srq)
+		ib_destroy_srq(k->srq);
 	if (k->cq)
 		ib_free_cq(k->cq);
 	if (k->dma)
@@ -237,7 +273,7 @@ static struct kverbs *kverbs_create(struct ib_device *dev)
 		k->cq = NULL;
 		goto fail;
 	}
-	k->qp = create_qp(k, IB_QPT_RC);
+	k->qp = create_qp(k, IB_QPT_RC, NULL);
 	if (IS_ERR(k->qp)) {
 		err = PTR_ERR(k->qp);
 		k->qp = NULL;
@@ -325,9 +361,11 @@ static int kverbs_connect(struct kverbs *k, u32 qpn, u32 lid, u32 psn)
 		err = ib_modify_qp(k->qp, &a, IB_QP_STATE);
 	if (err)
 		return err;
-	/* What the last connection's WQEs said is of no interest now. */
+	/* What the last connection's WQEs and events said is of no interest
+	 * now. */
 	spin_lock_irqsave(&k->lock, flags);
 	k->wc_count = 0;
+	k->events[0] = 0;
 	spin_unlock_irqrestore(&k->lock, flags);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IB_QPS_INIT;
@@ -371,16 +409,22 @@ static int kverbs_connect(struct kverbs *k, u32 qpn, u32 lid, u32 psn)
 /* A new QP of another type in place of the one there is. */
 static int kverbs_retype(struct kverbs *k, const char *name)
 {
-	enum ib_qp_type type;
+	enum ib_qp_type type = IB_QPT_RC;
+	struct ib_srq *srq = NULL;
 	struct ib_qp *qp;
+	int err;
 
-	if (!strcmp(name, "rc"))
-		type = IB_QPT_RC;
-	else if (!strcmp(name, "uc"))
+	if (!strcmp(name, "uc")) {
 		type = IB_QPT_UC;
-	else
+	} else if (!strcmp(name, "srq")) {
+		err = make_srq(k);
+		if (err)
+			return err;
+		srq = k->srq;
+	} else if (strcmp(name, "rc")) {
 		return -EINVAL;
-	qp = create_qp(k, type);
+	}
+	qp = create_qp(k, type, srq);
 	if (IS_ERR(qp))
 		return PTR_ERR(qp);
 	destroy_qp(k->qp);
@@ -398,6 +442,25 @@ static int post_recv(struct kverbs *k, u64 off, u64 len)
 	};
 
 	return ib_post_recv(k->qp, &wr, NULL);
+}
+
+static int post_srq_recv(struct kverbs *k, u64 off, u64 len)
+{
+	struct ib_sge sge = buf_sge(k, off, len);
+	struct ib_recv_wr wr = {
+		.wr_cqe = &next_slot(k, "RECV")->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	return k->srq ? ib_post_srq_recv(k->srq, &wr, NULL) : -EINVAL;
+}
+
+static int arm_srq_limit(struct kverbs *k, u64 limit)
+{
+	struct ib_srq_attr attr = { .srq_limit = limit };
+
+	return k->srq ? ib_modify_srq(k->srq, &attr, IB_SRQ_LIMIT) : -EINVAL;
 }
 
 /* A signaled send WR of one SGE of the buffer. */
@@ -562,6 +625,8 @@ static int cmd_post(struct kverbs *k, const char *op, const u64 *v, int n)
 {
 	if (!strcmp(op, "recv") && n == 2 && in_buf(v[0], v[1]))
 		return post_recv(k, v[0], v[1]);
+	if (!strcmp(op, "srecv") && n == 2 && in_buf(v[0], v[1]))
+		return post_srq_recv(k, v[0], v[1]);
 	if (!strcmp(op, "send") && (n == 2 || n == 3) && in_buf(v[0], v[1]))
 		return post_data(k, n == 3 ? IB_WR_SEND_WITH_IMM : IB_WR_SEND,
 				 "SEND", v[0], v[1], 0, 0, n == 3 ? v[2] : 0);
@@ -621,6 +686,8 @@ static int run_command(struct kverbs *k, char *line, char *out, size_t room)
 		snprintf(out, room, "word 0x%llx\n",
 			 *(u64 *)(k->buf + v[0]));
 		return 0;
+	} else if (!strcmp(op, "limit") && n == 1) {
+		err = arm_srq_limit(k, v[0]);
 	} else if (!strcmp(op, "drain") && n == 0) {
 		ib_drain_qp(k->qp);
 		err = 0;
@@ -692,6 +759,15 @@ static size_t describe(struct kverbs *k, char *out, size_t room)
 			 k->pd->unsafe_global_rkey, buf_size,
 			 state_name(attr.qp_state), k->frwr ? k->frwr->rkey : 0,
 			 k->frwr ? k->frwr->iova : 0);
+	if (k->srq) {
+		struct ib_srq_attr srq_attr;
+
+		if (!ib_query_srq(k->srq, &srq_attr))
+			used += scnprintf(out + used, room - used,
+					  "srq_limit %u\nsrq_qp %s\n",
+					  srq_attr.srq_limit,
+					  k->qp->srq ? "yes" : "no");
+	}
 	spin_lock_irqsave(&k->lock, flags);
 	used += scnprintf(out + used, room - used, "events %s\n",
 			  k->events[0] ? k->events : "none");
