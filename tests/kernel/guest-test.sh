@@ -363,6 +363,35 @@ if lsmod | grep -q '^ib_ipoib '; then
   check "a TCP stream over IPoIB" ipoib_tcp
   check "the daemon's kernel plane carried it" plane_counts
 fi
+# IPoIB's connected mode: each interface's SRQ (256 WQEs of 16 pages) and
+# an RC QP each way per peer, connected through ib_cm; MTU 65520 (what 16
+# SGEs of an SRQ WQE hold), 60000-byte pings in one message each, TCP; then
+# datagram mode again, where the MTU falls back to the broadcast group's.
+plane_srqs() {
+  ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)["kernel"].get("plane", {})
+print(" ".join("%s: %d SRQs, %d QPs" % (d["device"], d["srqs"], d["qps"]) for d in p.get("devices", [])))
+sys.exit(0 if all(d["srqs"] >= 1 for d in p.get("devices", [])) else 1)'
+}
+ipoib_mode() {
+  echo "$1" > /sys/class/net/ib0/mode &&
+    ip netns exec ibpeer sh -c "echo $1 > /sys/class/net/ib2/mode" &&
+    grep -q "$1" /sys/class/net/ib0/mode && ip netns exec ibpeer grep -q "$1" /sys/class/net/ib2/mode
+}
+ipoib_connected() {
+  ipoib_mode connected && ip link set ib0 mtu 65520 && ip -n ibpeer link set ib2 mtu 65520 &&
+    ping -c 3 -W 20 -s 60000 "$PEER_IP" && plane_srqs && no_kernel_problems
+}
+ipoib_datagram() {
+  ipoib_mode datagram && ip link show ib0 | grep -q 'mtu 2044' && ping -c 3 -W 5 "$PEER_IP" &&
+    no_kernel_problems
+}
+if lsmod | grep -q '^ib_ipoib ' && ip netns list | grep -q ibpeer; then
+  check "IPoIB connected mode on both ends (SRQ, RC QPs): MTU 65520, ping -s 60000" ipoib_connected
+  check "a TCP stream over IPoIB's connected mode" ipoib_tcp
+  check "IPoIB back to datagram mode: MTU 2044, ping" ipoib_datagram
+fi
 # The kernel's rdma_cm over IPoIB's addresses, with Debian's librdmacm and
 # no ibemu environment: ib_cm's MADs set up the connection, the QPs are the
 # provider's. Servers run in the namespace, clients outside, so that the CM's
@@ -510,16 +539,91 @@ if [ -n "$HAVE_KVERBS" ]; then
   check "the kernel RC QP connected again, a receive posted (for the daemon's loss)" \
     kverbs_peer -n 1 -k
 fi
-# An SRP initiator's login to ibemu1's port, where no target listens: its
-# RC QP is created, and the login fails cleanly (no warning).
-srp_login() {
-  dgid=$(tr -d : < /sys/class/infiniband/ibemu1/ports/1/gids/0)
-  target="id_ext=1,ioc_guid=1,dgid=$dgid,pkey=ffff,service_id=1"
-  ! timeout 120 sh -c "echo $target > /sys/class/infiniband_srp/srp-ibemu0-1/add_target" &&
-    no_kernel_problems
+# SRP: an LIO target of ib_srpt on ibemu1 port 1 (configfs, a fileio
+# backstore on tmpfs, the initiator's port GUID in its ACL), and ib_srp on
+# ibemu0 port 1 logging in with add_target: the SCSI
+# disk written and read back, the remote port deleted, the target removed.
+# ib_srpt listens on a service ID made of srpt_service_guid, by default the
+# node GUID of the first HCA, and ibemu's GUIDs begin with 0x02, the CM's
+# range of assigned service IDs (ib_cm_listen refuses them): it is reloaded
+# with a service GUID outside it. Once with fast registration (ib_srp's
+# default on an HCA with MEM_MGT_EXTENSIONS), once with never_register=1
+# (the unsafe global rkey).
+SRP_GUID=0011223344556677
+SRP_CFG=/sys/kernel/config/target
+SRP_TPG=""
+srp_target() {
+  gid=$(cat /sys/class/infiniband/ibemu1/ports/1/gids/0)
+  wwn=$(echo "$gid" | cut -d: -f5-8)
+  initiator=$(cut -d: -f5-8 /sys/class/infiniband/ibemu0/ports/1/gids/0)
+  SRP_TPG=$SRP_CFG/srpt/$wwn/tpg_1
+  $UNSANITIZED modprobe -r ib_srpt && $UNSANITIZED modprobe target_core_file &&
+    $UNSANITIZED modprobe sd_mod &&
+    $UNSANITIZED modprobe ib_srpt srpt_service_guid=$SRP_GUID || return 1
+  grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config
+  backstore=$SRP_CFG/core/fileio_0/srp0
+  mkdir -p "$SRP_CFG/srpt" "$backstore" &&
+    echo "fd_dev_name=/run/srp0.img,fd_dev_size=4194304" > "$backstore/control" &&
+    echo 1 > "$backstore/enable" &&
+    mkdir "$SRP_CFG/srpt/$wwn" "$SRP_TPG" "$SRP_TPG/lun/lun_0" &&
+    ln -s "$backstore" "$SRP_TPG/lun/lun_0/srp0" &&
+    mkdir "$SRP_TPG/acls/$initiator" "$SRP_TPG/acls/$initiator/lun_0" &&
+    ln -s "$SRP_TPG/lun/lun_0" "$SRP_TPG/acls/$initiator/lun_0/lun" || return 1
+  # Not use_srq: Debian 6.1's ib_srpt then warns in srpt_cache_put() when a
+  # channel is released (it puts a receive buffer cache it never got).
+  echo 1 > "$SRP_TPG/enable" && no_kernel_problems
 }
-if [ -e /sys/class/infiniband_srp/srp-ibemu0-1/add_target ]; then
-  check "an SRP login to a port no target serves fails cleanly (its RC QP created)" srp_login
+srp_disk() {
+  dgid=$(tr -d : < /sys/class/infiniband/ibemu1/ports/1/gids/0)
+  $UNSANITIZED modprobe -r ib_srp && $UNSANITIZED modprobe ib_srp "$@" || return 1
+  echo "id_ext=$SRP_GUID,ioc_guid=$SRP_GUID,dgid=$dgid,pkey=ffff,service_id=$SRP_GUID" \
+    > /sys/class/infiniband_srp/srp-ibemu0-1/add_target || return 1
+  disk=""
+  for _ in $(seq 60); do
+    disk=$(ls /sys/block | grep '^sd' | head -1)
+    [ -n "$disk" ] && break
+    sleep 1
+  done
+  [ -n "$disk" ] || { echo "no SCSI disk"; return 1; }
+  echo "SRP disk $disk: $(cat /sys/block/$disk/size) sectors"
+  # A fast registration per I/O unless never_register: the plane holds
+  # ib_srp's FRWR MRs while the session lasts.
+  plane_frwr=$(ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)["kernel"]["plane"]
+print(sum(d["fast_reg_mrs"] for d in p["devices"] if d["device"] == "ibemu0"))')
+  echo "FRWR MRs of ibemu0 in the plane: $plane_frwr"
+  head -c 4194304 /dev/urandom > /tmp/srp.out &&
+    dd if=/tmp/srp.out of="/dev/$disk" bs=64k oflag=direct 2> /dev/null &&
+    dd if="/dev/$disk" of=/tmp/srp.in bs=64k count=64 iflag=direct 2> /dev/null &&
+    cmp /tmp/srp.out /tmp/srp.in || return 1
+  for port in /sys/class/srp_remote_ports/*; do echo 1 > "$port/delete"; done
+  for _ in $(seq 30); do
+    ls /sys/block | grep -q '^sd' || break
+    sleep 1
+  done
+  ! ls /sys/block | grep -q '^sd' && no_kernel_problems || return 1
+  case "$*" in
+    *never_register=1*) [ "$plane_frwr" -eq 0 ] ;;
+    *) [ "$plane_frwr" -gt 0 ] ;;
+  esac
+}
+srp_target_removed() {
+  initiator=$(cut -d: -f5-8 /sys/class/infiniband/ibemu0/ports/1/gids/0)
+  echo 0 > "$SRP_TPG/enable" && rm "$SRP_TPG/acls/$initiator/lun_0/lun" &&
+    rmdir "$SRP_TPG/acls/$initiator/lun_0" "$SRP_TPG/acls/$initiator" &&
+    rm "$SRP_TPG/lun/lun_0/srp0" && rmdir "$SRP_TPG/lun/lun_0" "$SRP_TPG" &&
+    rmdir "$(dirname "$SRP_TPG")" "$SRP_CFG/core/fileio_0/srp0" &&
+    $UNSANITIZED modprobe -r ib_srp && $UNSANITIZED modprobe ib_srp && no_kernel_problems
+}
+if lsmod | grep -q '^ib_srpt ' && lsmod | grep -q '^ib_srp ' &&
+  modinfo target_core_file > /dev/null 2>&1; then
+  if check "an SRP target (ib_srpt, LIO through configfs) on ibemu1 port 1" srp_target; then
+    check "SRP over ibemu (fast registration): a 4 MiB disk written and read back" srp_disk
+    check "SRP with never_register=1 (the unsafe global rkey): written and read back" \
+      srp_disk never_register=1
+    check "the SRP target removed" srp_target_removed
+  fi
 fi
 
 # Fast registration (design 6.6) as far as it goes without a connection: a
