@@ -1070,8 +1070,12 @@ static int stand_in(const char* name, int want) {
       } else if (h.type == IBEMU_DATA_RECV_WQE && nseen < 4096) {
         struct ibemu_data_recv_wqe r;
         memcpy(&r, b + at, offsetof(struct ibemu_data_recv_wqe, sge));
-        seen[nseen].qpn = r.qpn;
-        seen[nseen++].token = r.token;
+        /* An SRQ's WQE (IPoIB's connected mode) names no QP until one
+         * takes it: only QPs' own receives are completed here. */
+        if (r.qpn) {
+          seen[nseen].qpn = r.qpn;
+          seen[nseen++].token = r.token;
+        }
       }
       at += h.length;
     }
