@@ -854,10 +854,16 @@ if lsmod | grep -q '^ib_ipoib '; then
   # The order at boot: IPoIB and ib_cm are loaded before the daemon adds
   # the devices. IPoIB finds each port's GID as ib_register_device() adds
   # it; ib_cm sets its capability bit then, which the module keeps for the
-  # daemon, so rdma_cm connects (here on one port, to its own address).
+  # daemon, so ib_cm takes every port (its counters appear there) and
+  # rdma_cm connects (here on one port, to its own address).
+  cm_ports() {
+    for p in /sys/class/infiniband/ibemu*/ports/*; do
+      [ -e "$p/cm_rx_msgs" ] || { echo "ib_cm did not take $p"; return 1; }
+    done
+  }
   ipoib_first() {
     $UNSANITIZED "$SRC/scripts/kernel-node.sh" load $IBEMU_KO &&
-      "$SRC/scripts/kernel-node.sh" up > /dev/null && ipoib_netdevs &&
+      "$SRC/scripts/kernel-node.sh" up > /dev/null && ipoib_netdevs && cm_ports &&
       "$SRC/scripts/kernel-node.sh" ipoib > /dev/null &&
       SERVER_NS="" && ns_pair 60 listen ucmatose -b 10.73.0.1 -C 2 -- ucmatose -s 10.73.0.1 -C 2
     rc=$?
@@ -866,7 +872,8 @@ if lsmod | grep -q '^ib_ipoib '; then
     "$SRC/scripts/kernel-node.sh" unload
     [ $rc -eq 0 ]
   }
-  check "IPoIB and ib_cm loaded before the daemon adds the devices: ib0..ib3, an rdma_cm connection" ipoib_first
+  check "IPoIB and ib_cm loaded before the daemon adds the devices: ib0..ib3, ib_cm on every port, rdma_cm" \
+    ipoib_first
   # The kernel-mode tutorial, run as written: it loads the module and takes
   # it down again. Not in a sanitized run, whose runtime would go into
   # tshark and the rest of the tutorial's programs.
