@@ -317,7 +317,9 @@ ipoib_namespace() {
     ip -n ibpeer link set "$1" up && ipoib_carrier "-n ibpeer" && ip -n ibpeer -br addr
 }
 PEER_IP=10.73.0.3
-# A TCP stream of 4 MiB into the namespace, its digest compared.
+# A TCP stream of 4 MiB into the namespace, its digest compared. The client
+# tries again while the server (started in the background) is not yet
+# listening, which takes more than a second on a loaded machine.
 ipoib_tcp() {
   ip netns exec ibpeer /usr/bin/python3 -c '
 import hashlib, socket
@@ -332,9 +334,16 @@ c.sendall(h.hexdigest().encode()); c.close()' &
   server=$!
   sleep 1
   /usr/bin/python3 -c '
-import hashlib, os, socket, sys
+import hashlib, os, socket, sys, time
 data = os.urandom(4 << 20)
-c = socket.create_connection(("'$PEER_IP'", 7999), timeout=120)
+for attempt in range(60):
+    try:
+        c = socket.create_connection(("'$PEER_IP'", 7999), timeout=120)
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.5)
+else:
+    sys.exit("the server never listened")
 c.sendall(data); c.shutdown(socket.SHUT_WR)
 got = c.recv(64).decode()
 print("4 MiB over TCP, digest", "matches" if got == hashlib.sha256(data).hexdigest() else "differs")
