@@ -119,7 +119,6 @@ void KernelDataChannel::on_batch(const uint8_t* buf, size_t len) {
     log_error("kernel data channel: a malformed batch of {} bytes from the module", len);
     return;
   }
-  counters_.batches++;
   for (size_t at = 0; at < len;) {
     ibemu_data_hdr hdr;
     std::memcpy(&hdr, buf + at, sizeof hdr);
@@ -127,6 +126,9 @@ void KernelDataChannel::on_batch(const uint8_t* buf, size_t len) {
     handler_(hdr, buf + at);
     at += hdr.length;
   }
+  // Counted once handed on whole: a batch the counters show is one whose
+  // records every reader of them may take as applied.
+  counters_.batches++;
 }
 
 }  // namespace ibemu

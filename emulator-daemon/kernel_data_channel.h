@@ -17,7 +17,7 @@
 namespace ibemu {
 
 struct KernelDataCounters {
-  std::atomic<uint64_t> batches{0};      // read()s that returned records
+  std::atomic<uint64_t> batches{0};      // read()s whose records were all handed on
   std::atomic<uint64_t> records{0};      // well-formed records handed on
   std::atomic<uint64_t> malformed{0};    // batches the checks refused (the module's bug)
   std::atomic<uint64_t> completions{0};  // CQE and EVENT records handed back
