@@ -898,12 +898,11 @@ if lsmod | grep -q '^ib_ipoib '; then
   storage_unload() {
     $UNSANITIZED "$SRC/scripts/kernel-node.sh" load $IBEMU_KO &&
       "$SRC/scripts/kernel-node.sh" up > /dev/null && ipoib_netdevs > /dev/null &&
-      "$SRC/scripts/kernel-node.sh" ipoib > /dev/null && nvmet_up 10.73.0.1 &&
-      nvme_connect 10.73.0.1 || return 1
+      "$SRC/scripts/kernel-node.sh" ipoib > /dev/null &&
+      (unset LD_PRELOAD && nvmet_up 10.73.0.1 && nvme_connect 10.73.0.1) || return 1
     "$SRC/scripts/kernel-node.sh" down > /dev/null && "$SRC/scripts/kernel-node.sh" unload
     rc=$?
-    nvme_disconnect
-    nvmet_down
+    (unset LD_PRELOAD; nvme_disconnect; nvmet_down)
     [ $rc -eq 0 ] && ! lsmod | grep -q '^ibemu ' && no_kernel_problems
   }
   if modinfo nvmet_rdma > /dev/null 2>&1 && modinfo brd > /dev/null 2>&1; then

@@ -1,5 +1,8 @@
 # Storage over RDMA in the qemu guest, for tests/kernel/guest-test.sh and
 # tests/bench/kernel-guest.sh (sourced; both define no_kernel_problems).
+# The checks run in subshells without LD_PRELOAD: none of their programs
+# loads ibemu code, and a sanitized run's runtime would go into them (pkill
+# with ASan's runtime waits for ever on a futex of its own).
 #
 # NVMe over Fabrics: nvmet-rdma serves a RAM disk (brd) on an IP address;
 # nvme-rdma connects to it by writing its options to /dev/nvme-fabrics (no
@@ -47,7 +50,8 @@ nvme_disconnect() {
 }
 # The check: 4 MiB written, read back and compared, then the controller and
 # the target go.
-nvme_rdma() { # nvme_rdma ADDRESS
+nvme_rdma() ( # nvme_rdma ADDRESS
+  unset LD_PRELOAD
   rc=1
   if nvmet_up "$1" && disk=$(nvme_connect "$1"); then
     echo "connected: $disk"
@@ -60,7 +64,7 @@ nvme_rdma() { # nvme_rdma ADDRESS
   nvme_disconnect
   nvmet_down
   [ $rc -eq 0 ] && no_kernel_problems
-}
+)
 
 # NFS over RDMA: the kernel's NFS server (nfsd with svcrdma) exports a tmpfs
 # directory as NFSv4's root (fsid=0) and listens on "rdma 20049"; the
@@ -89,7 +93,8 @@ nfs_server_down() {
 # The check: a 4 MiB file written through the mount, read back after the
 # client's caches are dropped. nsenter --net (unlike `ip netns exec`) keeps
 # this mount namespace, so the mount stays visible here.
-nfs_rdma() { # nfs_rdma NAMESPACE SERVER_ADDRESS
+nfs_rdma() ( # nfs_rdma NAMESPACE SERVER_ADDRESS
+  unset LD_PRELOAD
   nfs_server_up || {
     cat /proc/fs/nfsd/portlist
     nfs_server_down
@@ -108,4 +113,4 @@ nfs_rdma() { # nfs_rdma NAMESPACE SERVER_ADDRESS
   fi
   nfs_server_down
   [ $rc -eq 0 ] && no_kernel_problems
-}
+)
