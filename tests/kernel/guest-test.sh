@@ -548,6 +548,21 @@ if [ -n "$HAVE_KVERBS" ]; then
   check "the kernel RC QP connected again, a receive posted (for the daemon's loss)" \
     kverbs_peer -n 1 -k
 fi
+# What the daemon's kernel plane holds of consumers' FRWR MRs (ibemu status).
+plane_frwr_mrs() { # the FRWR MRs the kernel plane holds for ibemu0
+  ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
+import json, sys
+devices = json.load(sys.stdin)["kernel"].get("plane", {}).get("devices", [])
+print(sum(d["fast_reg_mrs"] for d in devices if d["device"] == "ibemu0"))'
+}
+wait_plane_frwr_mrs() { # until the plane holds $1 FRWR MRs of ibemu0 (10 s at most)
+  for _ in $(seq 1 20); do
+    [ "$(plane_frwr_mrs)" = "$1" ] && return 0
+    sleep 0.5
+  done
+  echo "the kernel plane holds $(plane_frwr_mrs) FRWR MRs of ibemu0, not $1"
+  return 1
+}
 # SRP: an LIO target of ib_srpt on ibemu1 port 1 (configfs, a fileio
 # backstore on tmpfs, the initiator's port GUID in its ACL), and ib_srp on
 # ibemu0 port 1 logging in with add_target: the SCSI
@@ -584,6 +599,7 @@ srp_target() {
 }
 srp_disk() {
   dgid=$(tr -d : < /sys/class/infiniband/ibemu1/ports/1/gids/0)
+  others=$(plane_frwr_mrs) # other consumers' (ibemu_kverbs_test's)
   $UNSANITIZED modprobe -r ib_srp && $UNSANITIZED modprobe ib_srp "$@" || return 1
   echo "id_ext=$SRP_GUID,ioc_guid=$SRP_GUID,dgid=$dgid,pkey=ffff,service_id=$SRP_GUID" \
     > /sys/class/infiniband_srp/srp-ibemu0-1/add_target || return 1
@@ -597,11 +613,8 @@ srp_disk() {
   echo "SRP disk $disk: $(cat /sys/block/$disk/size) sectors"
   # A fast registration per I/O unless never_register: the plane holds
   # ib_srp's FRWR MRs while the session lasts.
-  plane_frwr=$(ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
-import json, sys
-p = json.load(sys.stdin)["kernel"]["plane"]
-print(sum(d["fast_reg_mrs"] for d in p["devices"] if d["device"] == "ibemu0"))')
-  echo "FRWR MRs of ibemu0 in the plane: $plane_frwr"
+  plane_frwr=$(($(plane_frwr_mrs) - others))
+  echo "ib_srp's FRWR MRs of ibemu0 in the plane: $plane_frwr"
   head -c 4194304 /dev/urandom > /tmp/srp.out &&
     dd if=/tmp/srp.out of="/dev/$disk" bs=64k oflag=direct 2> /dev/null &&
     dd if="/dev/$disk" of=/tmp/srp.in bs=64k count=64 iflag=direct 2> /dev/null &&
@@ -641,20 +654,6 @@ fi
 # one, which the daemon's kernel plane holds (ALLOC_MR) until the consumer
 # goes (DEREG_MR), and gets again after a restart (the replay).
 FRWR_RESULT=/sys/kernel/debug/ibemu_frwr_test/result
-plane_frwr_mrs() { # the FRWR MRs the kernel plane holds for ibemu0
-  ibemu --runtime-dir /run/ibemu status --json | /usr/bin/python3 -c '
-import json, sys
-devices = json.load(sys.stdin)["kernel"].get("plane", {}).get("devices", [])
-print(sum(d["fast_reg_mrs"] for d in devices if d["device"] == "ibemu0"))'
-}
-wait_plane_frwr_mrs() { # until the plane holds $1 FRWR MRs of ibemu0 (10 s at most)
-  for _ in $(seq 1 20); do
-    [ "$(plane_frwr_mrs)" = "$1" ] && return 0
-    sleep 0.5
-  done
-  echo "the kernel plane holds $(plane_frwr_mrs) FRWR MRs of ibemu0, not $1"
-  return 1
-}
 # FRWR_BASE: the FRWR MRs other consumers hold (ibemu_kverbs_test's).
 frwr_verbs() {
   insmod "$BUILD/kfrwr/ibemu_frwr_test.ko" || return 1
