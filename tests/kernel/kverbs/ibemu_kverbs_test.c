@@ -432,7 +432,8 @@ static int kverbs_retype(struct kverbs *k, const char *name)
 	return 0;
 }
 
-static int post_recv(struct kverbs *k, u64 off, u64 len)
+/* A receive into the buffer, on the QP's own queue or on the SRQ. */
+static int post_recv(struct kverbs *k, u64 off, u64 len, bool on_srq)
 {
 	struct ib_sge sge = buf_sge(k, off, len);
 	struct ib_recv_wr wr = {
@@ -441,18 +442,8 @@ static int post_recv(struct kverbs *k, u64 off, u64 len)
 		.num_sge = 1,
 	};
 
-	return ib_post_recv(k->qp, &wr, NULL);
-}
-
-static int post_srq_recv(struct kverbs *k, u64 off, u64 len)
-{
-	struct ib_sge sge = buf_sge(k, off, len);
-	struct ib_recv_wr wr = {
-		.wr_cqe = &next_slot(k, "RECV")->cqe,
-		.sg_list = &sge,
-		.num_sge = 1,
-	};
-
+	if (!on_srq)
+		return ib_post_recv(k->qp, &wr, NULL);
 	return k->srq ? ib_post_srq_recv(k->srq, &wr, NULL) : -EINVAL;
 }
 
@@ -624,9 +615,9 @@ static int cmd_poll(struct kverbs *k, u64 n, u64 msecs, char *out,
 static int cmd_post(struct kverbs *k, const char *op, const u64 *v, int n)
 {
 	if (!strcmp(op, "recv") && n == 2 && in_buf(v[0], v[1]))
-		return post_recv(k, v[0], v[1]);
+		return post_recv(k, v[0], v[1], false);
 	if (!strcmp(op, "srecv") && n == 2 && in_buf(v[0], v[1]))
-		return post_srq_recv(k, v[0], v[1]);
+		return post_recv(k, v[0], v[1], true);
 	if (!strcmp(op, "send") && (n == 2 || n == 3) && in_buf(v[0], v[1]))
 		return post_data(k, n == 3 ? IB_WR_SEND_WITH_IMM : IB_WR_SEND,
 				 "SEND", v[0], v[1], 0, 0, n == 3 ? v[2] : 0);
