@@ -141,5 +141,40 @@ TEST(LinkCredits, GivenReadResponsesThatArriveAfterTheRequesterWentBackExpectItT
   for (const auto& d : dst) EXPECT_TRUE(std::equal(data.begin(), data.end(), d.bytes.begin()));
 }
 
+// A slow responder: its READ responses wait for room while the requester's
+// local ACK timer runs out and asks for the READ again. The responses still
+// owed to the first request are given up for the second's, so the responder
+// sends every response once more at most, not the rest of the first READ
+// and then all of the second (each timeout on a slow host would add a
+// copy of everything outstanding).
+TEST(LinkCredits, GivenAReadAskedAgainWhileItsResponsesWaitExpectTheWaitingOnesReplaced) {
+  ConnectParams p = small_mtu();
+  p.timeout = 8;  // about 1 ms
+  EnginePair pair(p);
+  constexpr size_t kPackets = 16;
+  Target source(pair.b, kPackets * 256);
+  const std::vector<uint8_t> data = testing::pattern(kPackets * 256, 9);
+  std::copy(data.begin(), data.end(), source.region.bytes.begin() + kGap);
+  auto dst = testing::register_region(pair.a.engine, data.size(), kLocal, kGuard);
+  ASSERT_EQ(testing::post(*pair.a.qp, testing::read_wr(1, {dst.sge(0, uint32_t(data.size()))},
+                                                       source.va(), source.rkey())),
+            0);
+  pair.link.congested = true;
+  pair.link.deliver_all();  // B takes the request; its first response waits
+  ASSERT_EQ(pair.link.waiting(), 1u);
+  pair.link.end_congestion();  // on the wire, but B's QP is not told yet
+  pair.clock.advance(5ms);
+  pair.a.engine.run_timers(pair.clock.now());  // A asks for the READ again
+  pair.link.deliver_all();                     // which B takes while its link is busy
+  pair.b.engine.link_ready();
+  ASSERT_TRUE(pair.run_until([&] { return !pair.a.send_wcs.empty(); }));
+  pair.run_for(5ms);
+  expect_all(pair.a.send_wcs, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), dst.bytes.begin()));
+  EXPECT_EQ(packets_from(pair, kLidA), 2u) << "the READ request and its one retry";
+  EXPECT_EQ(packets_from(pair, kLidB), 1 + kPackets)
+      << "the response that had left, then the READ from its start";
+}
+
 }  // namespace
 }  // namespace ibemu::engine

@@ -149,6 +149,7 @@ void Responder::send_response(uint8_t opcode, uint32_t psn, uint8_t syndrome,
     // Behind a READ still being answered: responses go in PSN order.
     QueuedResponse q;
     q.packet.assign(qp_.tx_buf, qp_.tx_buf + total);
+    q.psn = psn;
     if (dct_) q.dc = dct_->loaded_id();
     responses_out_.push_back(std::move(q));
     return;
@@ -230,8 +231,10 @@ void Responder::receive(const wire::PacketView& pkt) noexcept {
     if (flags & wire::kIsReadRequest) {
       if (xrc_ && xrc_->remote())
         xrc_forward(pkt, /*replay=*/true);
-      else if (qp_.attr.qp_state != QpState::kErr)
+      else if (qp_.attr.qp_state != QpState::kErr) {
+        abandon_responses_from(psn);
         execute_read(pkt, psn);
+      }
       return;
     }
     if (flags & wire::kIsAtomic) {

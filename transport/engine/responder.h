@@ -26,6 +26,7 @@ struct DcConnectionId {
   bool valid = false;
   uint64_t source = 0;
   uint32_t number = 0;
+  bool operator==(const DcConnectionId&) const = default;
 };
 
 /// A response the responder still owes (responder_output.cc): an RDMA READ
@@ -35,7 +36,7 @@ struct QueuedResponse {
   uint64_t va = 0;              // READ: what is read ...
   uint32_t rkey = 0;
   uint32_t len = 0;
-  uint32_t psn = 0;   // ... the first response's PSN
+  uint32_t psn = 0;   // the (READ's first) response's PSN
   uint32_t msn = 0;   // ... the MSN its responses carry (the READ's own)
   uint32_t sent = 0;  // ... and how many responses left
   DcConnectionId dc;  // a DCT's: the DCI connection it answers
@@ -137,6 +138,9 @@ class Responder {
   // responder_output.cc: responses leave in PSN order and as the link has
   // room, as a hardware responder's READ engine is paced by link credits.
   void queue_read(uint64_t va, uint32_t rkey, uint32_t len, uint32_t psn) noexcept;
+  /// A READ asked again from `psn`: the responses still owed from there on
+  /// are dropped (the requester discards them).
+  void abandon_responses_from(uint32_t psn) noexcept;
   bool send_read_packet(QueuedResponse& r) noexcept;
   void fail(uint32_t psn, wire::NakCode code, WcStatus local_status) noexcept;
   /// After fail: the QP is in ERR or, for a DCT, the connection closed.

@@ -20,6 +20,25 @@ void Responder::queue_read(uint64_t va, uint32_t rkey, uint32_t len, uint32_t ps
   send_queued();
 }
 
+// A requester asks for a READ again only from the first PSN it is missing,
+// and it discards every response after a gap until the responses from that
+// PSN come (IBA 9.7.5.1.2): what this responder still owed from there on
+// would only be thrown away. Answering the duplicate behind it instead
+// would make every local ACK timeout add a copy of everything outstanding
+// to the queue, and a slow host's timeouts would feed on themselves until
+// no response got through (seen as RETRY_EXC_ERR under CPU load). The
+// requests that follow the duplicate come again too and are answered again
+// in their turn.
+void Responder::abandon_responses_from(uint32_t psn) noexcept {
+  const DcConnectionId asking = dct_ ? dct_->loaded_id() : DcConnectionId{};
+  const uint32_t mtu = qp_.mtu_bytes();
+  std::erase_if(responses_out_, [&](const QueuedResponse& r) {
+    if (r.dc != asking) return false;
+    const uint32_t npkts = r.packet.empty() && r.len ? (r.len + mtu - 1) / mtu : 1;
+    return wire::psn_diff(wire::psn_add(r.psn, npkts - 1), psn) >= 0;
+  });
+}
+
 void Responder::send_queued() noexcept {
   // A DCT's responses go to the DCI connection they answer, whichever is
   // loaded when the link has room; one that closed or was replaced since
