@@ -11,15 +11,10 @@ BUILD=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 unset IBEMU_RUNTIME_DIR XDG_RUNTIME_DIR
 . "$SRC/tests/kernel/storage.sh"
+. "$SRC/tests/kernel/writable.sh"
 no_kernel_problems() { ! dmesg | grep -qE 'Oops|BUG:|WARNING:|Call Trace'; }
-writable() { # the read-only root's DIR made writable, in the guest's memory
-  mkdir -p "/run/layers$1/upper" "/run/layers$1/work"
-  mount -t overlay overlay \
-    -o "lowerdir=$1,upperdir=/run/layers$1/upper,workdir=/run/layers$1/work" "$1"
-}
 quiet() { "$@" > /tmp/bench-step.out 2>&1 || { cat /tmp/bench-step.out; exit 1; }; }
 
-modprobe overlay
 for dir in /usr/local /etc /usr/lib/x86_64-linux-gnu/libibverbs /var/lib /lib/modules; do
   writable "$dir"
 done

@@ -7,6 +7,7 @@
 set -u
 BUILD=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+. "$SRC/tests/kernel/writable.sh"
 KVER=$(uname -r)
 PASSED=0
 FAILED=0
@@ -48,14 +49,6 @@ check() {
   fi
 }
 
-# A directory of the read-only root made writable, its contents kept: an
-# overlay whose changes live in the guest's memory.
-writable() {
-  modprobe overlay
-  mkdir -p "/run/test-layers$1/upper" "/run/test-layers$1/work"
-  mount -t overlay overlay \
-    -o "lowerdir=$1,upperdir=/run/test-layers$1/upper,workdir=/run/test-layers$1/work" "$1"
-}
 
 contains() { # contains PATTERN COMMAND...
   pattern=$1
