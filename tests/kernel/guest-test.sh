@@ -35,15 +35,18 @@ UNSANITIZED="env -u LD_PRELOAD"
 
 # check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure;
 # returns the command's success.
+# A check that took 5 s or more says how long (where the run's time goes).
 check() {
   name=$1
   shift
+  started=$(date +%s)
   if "$@" > "$OUT" 2>&1; then
     PASSED=$((PASSED + 1))
-    echo "ok     $name"
+    took=$(($(date +%s) - started))
+    echo "ok     $name$([ "$took" -lt 5 ] || echo " ($took s)")"
   else
     FAILED=$((FAILED + 1))
-    echo "FAIL   $name"
+    echo "FAIL   $name ($(($(date +%s) - started)) s)"
     sed 's/^/       | /' "$OUT" | tail -n 40
     return 1
   fi
