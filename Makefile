@@ -17,7 +17,7 @@ SOAK_SECONDS ?= 60
 export IBEMU_RUNTIME_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/ibemu,$(if $(filter 0,$(shell id -u)),/run/ibemu,/tmp/ibemu-$(shell id -u)))
 
 .PHONY: all setup deps build test unit integration demo bench clean format format-check \
-	kmod kernel-test kernel-bench install install-dkms package package-test portability-test fuzz soak tutorials
+	kmod kernel-test kernel-bench bench-rxe install install-dkms package package-test portability-test fuzz soak tutorials
 
 all: build
 
@@ -109,6 +109,11 @@ bench: build
 kernel-bench: build kmod
 	tests/kernel/qemu-run.sh --kver $$(scripts/kernel-version.sh) --timeout 900 \
 		tests/bench/kernel-guest.sh $(abspath $(BUILD))
+
+# perftest on Soft-RoCE and on ibemu.ko side by side, in one qemu boot.
+bench-rxe: build kmod
+	tests/kernel/qemu-run.sh --kver $$(scripts/kernel-version.sh) --timeout 900 \
+		tests/bench/kernel-guest.sh $(abspath $(BUILD)) perftest
 
 format:
 	find common emulator-daemon sm-lite provider transport tests -name '*.[ch]' -o -name '*.cc' | xargs clang-format -i

@@ -2,12 +2,19 @@
 # `make kernel-bench`: figures of kernel consumers on ibemu.ko, run inside
 # the qemu guest of the kernel test (tests/kernel/qemu-run.sh) beside the
 # same on Soft-RoCE (rdma_rxe on a veth pair) and the limit measured in the
-# same run: a veth pair for IP, the RAM disk itself for NVMe-oF. Figures
+# same run: a veth pair for IP, the RAM disk itself for NVMe-oF, memcpy for
+# perftest (`make bench-rxe`: perftest only, rxe_side_by_side.py). Figures
 # only; nothing here passes or fails. Under qemu's TCG (no KVM) every figure
 # is that of an emulated CPU: compare the columns, not the numbers with
 # another machine's.
+#
+#   kernel-guest.sh BUILD [SECTION...]   sections: ip nvme perftest (all by
+#                                        default; make bench-rxe: perftest)
 set -u
 BUILD=$1
+shift
+SECTIONS=${*:-ip nvme perftest}
+wanted() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 unset IBEMU_RUNTIME_DIR XDG_RUNTIME_DIR
 . "$SRC/tests/kernel/storage.sh"
@@ -65,14 +72,16 @@ print("%.0f" % (got / t / (1 << 20)) if got == total else "short")' "$2"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
-echo "ibemu kernel-consumer figures (qemu guest, $(nproc) vCPUs, kernel $(uname -r))"
-veth_rtt=$(rtt_us 10.74.0.2)
-ipoib_rtt=$(rtt_us 10.73.0.3)
-echo "ping round trip, us:   veth (limit) $veth_rtt | IPoIB on ibemu $ipoib_rtt ($(ratio "$ipoib_rtt" "$veth_rtt") x)"
-veth_tcp=$(tcp_mib_s ethpeer 10.74.0.2)
-ipoib_tcp=$(tcp_mib_s ibpeer 10.73.0.3)
-echo "TCP stream, MiB/s:     veth (limit) $veth_tcp | IPoIB on ibemu $ipoib_tcp ($(ratio "$ipoib_tcp" "$veth_tcp") of the limit)"
-echo "  (Soft-RoCE has no IPoIB: a RoCE port carries IP on its Ethernet device, the veth above)"
+echo "ibemu kernel-mode figures (qemu guest, $(nproc) vCPUs, kernel $(uname -r))"
+if wanted ip; then
+  veth_rtt=$(rtt_us 10.74.0.2)
+  ipoib_rtt=$(rtt_us 10.73.0.3)
+  echo "ping round trip, us:   veth (limit) $veth_rtt | IPoIB on ibemu $ipoib_rtt ($(ratio "$ipoib_rtt" "$veth_rtt") x)"
+  veth_tcp=$(tcp_mib_s ethpeer 10.74.0.2)
+  ipoib_tcp=$(tcp_mib_s ibpeer 10.73.0.3)
+  echo "TCP stream, MiB/s:     veth (limit) $veth_tcp | IPoIB on ibemu $ipoib_tcp ($(ratio "$ipoib_tcp" "$veth_tcp") of the limit)"
+  echo "  (Soft-RoCE has no IPoIB: a RoCE port carries IP on its Ethernet device, the veth above)"
+fi
 
 # ---- NVMe over Fabrics: fio against the RAM disk, then through each HCA ----
 fio_figure() { # fio_figure DISK RW BS DEPTH FIELD: read IOPS or MiB/s
@@ -93,12 +102,19 @@ nvme_figures() { # nvme_figures ADDRESS|local: "IOPS MiB/s"
   echo "$(fio_figure "$disk" randread 4k 16 iops) $(fio_figure "$disk" read 1M 4 bw)"
   [ "$1" = local ] || { nvme_disconnect; nvmet_down; }
 }
-set -- $(nvme_figures local)
-local_iops=$1 local_bw=$2
-set -- $(nvme_figures 10.73.0.1)
-ibemu_iops=$1 ibemu_bw=$2
-set -- $(nvme_figures 10.74.0.1)
-rxe_iops=$1 rxe_bw=$2
-echo "NVMe-oF 4 KiB random read (QD 16), IOPS: RAM disk (limit) $local_iops | ibemu $ibemu_iops ($(ratio "$ibemu_iops" "$local_iops")) | Soft-RoCE $rxe_iops ($(ratio "$rxe_iops" "$local_iops"))"
-echo "NVMe-oF 1 MiB sequential read (QD 4), MiB/s: RAM disk (limit) $local_bw | ibemu $ibemu_bw ($(ratio "$ibemu_bw" "$local_bw")) | Soft-RoCE $rxe_bw ($(ratio "$rxe_bw" "$local_bw"))"
+if wanted nvme; then
+  set -- $(nvme_figures local)
+  local_iops=$1 local_bw=$2
+  set -- $(nvme_figures 10.73.0.1)
+  ibemu_iops=$1 ibemu_bw=$2
+  set -- $(nvme_figures 10.74.0.1)
+  rxe_iops=$1 rxe_bw=$2
+  echo "NVMe-oF 4 KiB random read (QD 16), IOPS: RAM disk (limit) $local_iops | ibemu $ibemu_iops ($(ratio "$ibemu_iops" "$local_iops")) | Soft-RoCE $rxe_iops ($(ratio "$rxe_iops" "$local_iops"))"
+  echo "NVMe-oF 1 MiB sequential read (QD 4), MiB/s: RAM disk (limit) $local_bw | ibemu $ibemu_bw ($(ratio "$ibemu_bw" "$local_bw")) | Soft-RoCE $rxe_bw ($(ratio "$rxe_bw" "$local_bw"))"
+fi
+
+# ---- perftest on rxe0 and on ibemu, interleaved (tests/bench/rxe_side_by_side.py) ----
+if wanted perftest; then
+  IBEMU_BUILD=$BUILD /usr/bin/python3 "$SRC/tests/bench/rxe_side_by_side.py"
+fi
 no_kernel_problems || { echo "the kernel logged a problem:"; dmesg | tail -40; exit 1; }

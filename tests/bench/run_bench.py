@@ -2,7 +2,11 @@
 """`make bench`: RDMA figures of ibemu next to the limit measured in the same
 run. Bandwidths are printed with their ratio to memcpy of the same size;
 latencies in microseconds; the idle cost of a verbs process in % of a core.
-Figures only — nothing here passes or fails."""
+Figures only — nothing here passes or fails.
+
+    run_bench.py [--quick]   --quick: every section, the fewest iterations
+                             (the integration tests run it; its figures
+                             mean nothing)"""
 import os
 import re
 import shutil
@@ -17,10 +21,18 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
 IBEMU = str(BUILD / "bin" / "ibemu")
 SIZES = [8, 4096, 65536, 1 << 20]
+# --quick: every section once with the fewest sizes, iterations and seconds
+# that still print a figure; make test runs it so this script cannot rot.
+QUICK = False
+
+
+def scaled(full, quick):
+    """`full`, or `quick` with --quick."""
+    return quick if QUICK else full
 
 
 def iterations(size):
-    return max(200, min(20000, (256 << 20) // size // 4))
+    return scaled(max(200, min(20000, (256 << 20) // size // 4)), 5)
 
 
 def free_port():
@@ -38,23 +50,32 @@ def listening(port):
     return False
 
 
-def perftest(env, tool, size, extra=()):
-    """Runs server (ibemu0) and client (ibemu1); returns the client's output."""
+def perftest(env, tool, size, extra=(), devices=("ibemu0", "ibemu1"), prefix=(IBEMU, "run", "--")):
+    """Runs the server on devices[0] and the client on devices[1], each
+    behind `prefix` (`ibemu run --`, or nothing where the devices need no
+    environment); returns the client's output, None if either failed."""
     port = free_port()
-    args = [tool, "-s", str(size), "-p", str(port), *extra]
-    server = subprocess.Popen([IBEMU, "run", "--", *args, "-d", "ibemu0"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    args = [*prefix, tool, "-s", str(size), "-p", str(port), *extra]
+    server = subprocess.Popen([*args, "-d", devices[0]], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 20
     while not listening(port) and server.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     try:
-        client = subprocess.run([IBEMU, "run", "--", *args, "-d", "ibemu1", "localhost"], env=env,
+        client = subprocess.run([*args, "-d", devices[1], "localhost"], env=env,
                                 capture_output=True, text=True, timeout=300)
         server.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         server.kill()
         return None
-    return client.stdout if client.returncode == 0 else None
+    return client.stdout if client.returncode == 0 and server.returncode == 0 else None
+
+
+def memcpy_mb_s(sizes):
+    """{size: MB/s} of memcpy on this machine now (tests/bench/memcpy_bw.c)."""
+    out = subprocess.run([str(BUILD / "bin" / "memcpy_bw"), *map(str, sizes)],
+                         capture_output=True, text=True, check=True).stdout
+    return {int(size): float(mbps) for size, mbps in (line.split() for line in out.splitlines())}
 
 
 def bandwidth(out, size):
@@ -86,7 +107,7 @@ def all_to_all_section(env):
     figures = {}
     for procs in (2, 8):
         r = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "rc_all_to_all"), "-p",
-                            str(procs), "-q", "8", "-M", "4096", "-s", "65536", "-n", "20"],
+                            str(procs), "-q", "8", "-M", "4096", "-s", "65536", "-n", scaled("20", "2")],
                            env=env, capture_output=True, text=True, timeout=600)
         m = re.search(r"MB/s=([\d.]+)", r.stdout) if r.returncode == 0 else None
         figures[procs] = float(m.group(1)) if m else None
@@ -105,11 +126,12 @@ def contention_section(env):
     for hogs in (0, 2):
         burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(hogs)]
         try:
-            limit = subprocess.run([str(BUILD / "bin" / "shm_pingpong"), "5000", "10000"],
+            limit = subprocess.run([str(BUILD / "bin" / "shm_pingpong"), scaled("5000", "100"),
+                                    scaled("10000", "200")],
                                    capture_output=True, text=True).stdout.split()
             figures = {"shm_pingpong": tuple(map(float, limit)) if len(limit) == 2 else None}
             for tool in ("ib_write_lat", "ib_send_lat"):
-                figures[tool] = latency(perftest(env, tool, 8, ["-n", "5000"]))
+                figures[tool] = latency(perftest(env, tool, 8, ["-n", scaled("5000", "100")]))
             for name, lat in figures.items():
                 shown = f"{lat[0]:14.2f}{lat[1]:10.2f}{lat[1] / lat[0]:13.1f}" if lat else \
                     f"{'failed':>14}"
@@ -141,10 +163,11 @@ def hosts_section():
         receiver = subprocess.Popen([*a.wrap, udp, "recv", a.address, "19515"],
                                     stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
-        subprocess.run([*b.wrap, udp, "send", a.address, "19515", "3", str(datagram)], check=True)
+        subprocess.run([*b.wrap, udp, "send", a.address, "19515", scaled("3", "1"), str(datagram)],
+                       check=True)
         raw = float(receiver.communicate(timeout=60)[0].split()[0])
         print(f"{'test':<14}{'size':>9}{'MB/s':>11}{'raw UDP MB/s':>14}{'ratio':>8}")
-        for size in (65536, 1 << 20):
+        for size in scaled((65536, 1 << 20), (65536,)):
             port = free_port()
             args = ["ib_write_bw", "-s", str(size), "-p", str(port), "-n", str(iterations(size))]
             try:
@@ -156,7 +179,7 @@ def hosts_section():
             shown = f"{bw:11.1f}{raw:14.1f}{bw / raw:8.3f}" if bw else f"{'failed':>11}{raw:14.1f}"
             print(f"{'ib_write_bw':<14}{size:>9}{shown}")
         port = free_port()
-        args = ["ib_write_lat", "-s", "8", "-p", str(port), "-n", "2000"]
+        args = ["ib_write_lat", "-s", "8", "-p", str(port), "-n", scaled("2000", "100")]
         try:
             _, out = hosts.run_across(a, args + ["-d", "ibemu0"], b,
                                       args + ["-d", "ibemu0", a.address], port)
@@ -196,16 +219,16 @@ def both_ways_section(env):
     print(f"\n{'both ways':<14}{'size':>9}{'MTU':>6}{'MB/s':>11}{'ratio to MTU 4096':>19}")
     read = {}
     for mtu in (4096, 1024):
-        read[mtu] = bandwidth(perftest(env, "ib_read_bw", size, ["-b", "-n", "20", "-m", str(mtu)]),
+        read[mtu] = bandwidth(perftest(env, "ib_read_bw", size, ["-b", "-n", scaled("20", "2"), "-m", str(mtu)]),
                               size)
     for mtu in (4096, 1024):
         bw, limit = read[mtu], read[4096]
         shown = f"{bw:11.1f}{bw / limit:19.3f}" if bw and limit else f"{'failed':>11}{'-':>19}"
         print(f"{'ib_read_bw':<14}{size:>9}{mtu:>6}{shown}")
-    print(f"\n{'5 runs':<14}{'size':>9}{'min MB/s':>11}{'max MB/s':>11}{'max/min':>9}")
+    print(f"\n{str(scaled(5, 2)) + ' runs':<14}{'size':>9}{'min MB/s':>11}{'max MB/s':>11}{'max/min':>9}")
     for tool in ("ib_write_bw", "ib_send_bw"):
         runs = [bandwidth(perftest(env, tool, 65536, ["-n", str(iterations(65536))]), 65536)
-                for _ in range(5)]
+                for _ in range(scaled(5, 2))]
         runs = [r for r in runs if r]
         shown = f"{min(runs):11.1f}{max(runs):11.1f}{max(runs) / min(runs):9.2f}" if runs else \
             f"{'failed':>11}"
@@ -213,32 +236,31 @@ def both_ways_section(env):
 
 
 def main():
+    global QUICK
+    QUICK = "--quick" in sys.argv[1:]
     runtime = tempfile.mkdtemp(prefix="ibemu-bench-")
     env = dict(os.environ, IBEMU_RUNTIME_DIR=runtime)
     subprocess.run([IBEMU, "up"], env=env, check=True, capture_output=True)
     try:
-        memcpy = {}
-        out = subprocess.run([str(BUILD / "bin" / "memcpy_bw"), *map(str, SIZES)],
-                             capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            size, mbps = line.split()
-            memcpy[int(size)] = float(mbps)
+        sizes = scaled(SIZES, [8, 65536])
+        memcpy = memcpy_mb_s(sizes)
         print(f"ibemu benchmarks ({os.cpu_count()} CPUs), two processes on one host\n")
         print(f"{'test':<14}{'size':>9}{'MB/s':>11}{'memcpy MB/s':>13}{'ratio':>8}")
         for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
-            for size in SIZES:
+            for size in sizes:
                 bw = bandwidth(perftest(env, tool, size, ["-n", str(iterations(size))]), size)
                 shown = f"{bw:11.1f}{memcpy[size]:13.1f}{bw / memcpy[size]:8.3f}" if bw else \
                     f"{'failed':>11}{memcpy[size]:13.1f}{'-':>8}"
                 print(f"{tool:<14}{size:>9}{shown}")
         print(f"\n{'test':<14}{'size':>9}{'t_typical us':>14}")
         for tool in ("ib_write_lat", "ib_send_lat"):
-            lat = latency(perftest(env, tool, 8, ["-n", "5000"]))
+            lat = latency(perftest(env, tool, 8, ["-n", scaled("5000", "100")]))
             print(f"{tool:<14}{8:>9}{(f'{lat[0]:14.2f}' if lat else 'failed'):>14}")
-        idle = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "idle_probe"), "5"],
+        idle = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "idle_probe"),
+                               scaled("5", "1")],
                               env=env, capture_output=True, text=True)
         print(f"\nidle process (device open, receive posted): "
-              f"{idle.stdout.strip() or 'failed'} % of one core over 5 s")
+              f"{idle.stdout.strip() or 'failed'} % of one core over {scaled(5, 1)} s")
         both_ways_section(env)
         all_to_all_section(env)
         contention_section(env)

@@ -16,21 +16,32 @@ unset IBEMU_RUNTIME_DIR XDG_RUNTIME_DIR
 IBEMU_SANITIZER_RUNTIME=
 [ -f "$BUILD/sanitizers.sh" ] && . "$BUILD/sanitizers.sh"
 REPORTS=/tmp/sanitizer-reports
-# A sanitized build: its runtime goes first into every program once ibemu is
-# installed (they load the instrumented provider), and its reports are
-# checked at the end. Not before: DKMS's compiler would run with it too,
-# and cc1 with ASan does not fit the guest's memory.
+# A sanitized build: once ibemu is installed, its runtime goes first into
+# every program that loads the instrumented provider, and its reports are
+# checked at the end. Those programs are the system's that link libibverbs
+# or librdmacm, listed by tests/kernel/run.sh in $BUILD/verbs-programs:
+# each gets a wrapper early in PATH that preloads the runtime, and python3
+# gets it where it runs pyverbs ($SANITIZED). ibemu's own programs are
+# instrumented. Every other program runs without the runtime: what it would
+# find in them is theirs, it breaks some (pkill waits for ever on a futex of
+# its own; in opensm it once aborted on opensm's own libraries), and under
+# qemu's TCG its start-up costs each process about a second. Not before
+# ibemu is installed: DKMS's compiler does not fit the guest's memory with it.
+SANITIZED=
 sanitize_programs() {
   [ -n "$IBEMU_SANITIZER_RUNTIME" ] || return 0
-  mkdir -p "$REPORTS"
-  export LD_PRELOAD=$IBEMU_SANITIZER_RUNTIME
+  mkdir -p "$REPORTS" /run/sanitized-programs
   export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=0"
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
+  SANITIZED="env LD_PRELOAD=$IBEMU_SANITIZER_RUNTIME"
+  while read -r program; do
+    printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$IBEMU_SANITIZER_RUNTIME" "$program" \
+      > "/run/sanitized-programs/${program##*/}"
+    chmod +x "/run/sanitized-programs/${program##*/}"
+  done < "$BUILD/verbs-programs"
+  export PATH=/run/sanitized-programs:$PATH
 }
-# Programs that load no ibemu code run without the runtime: what it finds in
-# them is theirs, and it breaks some. pkill with ASan's runtime waits for ever
-# on a futex of its own; in opensm ASan once reported a heap-use-after-free
-# inside opensm's own libraries (libosmvendor, libosmcomp) and aborted it.
+# Without the runtime whatever the caller's environment (opensm, pkill).
 UNSANITIZED="env -u LD_PRELOAD"
 
 # check NAME COMMAND...: runs it, prints ok/FAIL, and its output on failure;
@@ -462,7 +473,7 @@ RDMA_CORE_TESTS=/usr/share/doc/rdma-core/tests
 pyverbs_rdmacm() {
   rm -rf /tmp/rdma-core-tests && cp -r "$RDMA_CORE_TESTS" /tmp/rdma-core-tests &&
     find /tmp/rdma-core-tests -name '*.gz' -exec gunzip -f {} + || return 1
-  timeout 300 /usr/bin/python3 "$SRC/tests/portability/suite_run.py" /tmp/rdma-core-tests \
+  timeout 300 $SANITIZED /usr/bin/python3 "$SRC/tests/portability/suite_run.py" /tmp/rdma-core-tests \
     "$SRC/tests/portability/expected-failures" --dev ibemu0 -v test_rdmacm > /tmp/suite.out 2>&1
   rc=$?
   grep -E ' \.\.\. |^suite-' /tmp/suite.out
@@ -470,7 +481,7 @@ pyverbs_rdmacm() {
     ! grep -q '^suite-passed: 0$' /tmp/suite.out
 }
 if ip netns list | grep -q ibpeer && [ -f "$RDMA_CORE_TESTS/test_rdmacm.py" ] &&
-  /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
+  $SANITIZED /usr/bin/python3 -c 'import pyverbs' 2> /dev/null; then
   check "rdma-core's rdma_cm tests (pyverbs) on ib0's address, none skipped" pyverbs_rdmacm
 fi
 # Storage over RDMA (tests/kernel/storage.sh): NVMe over Fabrics on ib0's

@@ -47,5 +47,9 @@ for headers in /lib/modules/*/build; do
   [ "$other" = "$KVER" ] || [ ! -d "$headers" ] || build_for "$other"
 done
 build_for "$KVER"
+# The programs of this system that load a verbs provider, for a sanitized
+# build's run (guest-test.sh's sanitize_programs).
+grep -l -e libibverbs.so.1 -e librdmacm.so.1 /usr/bin/* /usr/sbin/* > "$BUILD/verbs-programs" \
+  2> /dev/null || true
 exec "$SRC/tests/kernel/qemu-run.sh" --kver "$KVER" --timeout 900 \
   "$SRC/tests/kernel/guest-test.sh" "$BUILD"
