@@ -35,8 +35,9 @@ sanitize_programs() {
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
   SANITIZED="env LD_PRELOAD=$IBEMU_SANITIZER_RUNTIME"
   while read -r program; do
-    printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$IBEMU_SANITIZER_RUNTIME" "$program" \
-      > "/run/sanitized-programs/${program##*/}"
+    # First, before what the caller preloads (stdbuf's libstdbuf).
+    printf '#!/bin/sh\nLD_PRELOAD=%s${LD_PRELOAD:+:$LD_PRELOAD} exec %s "$@"\n' \
+      "$IBEMU_SANITIZER_RUNTIME" "$program" > "/run/sanitized-programs/${program##*/}"
     chmod +x "/run/sanitized-programs/${program##*/}"
   done < "$BUILD/verbs-programs"
   export PATH=/run/sanitized-programs:$PATH
