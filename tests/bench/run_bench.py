@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("IBEMU_BUILD", REPO / "build"))
 IBEMU = str(BUILD / "bin" / "ibemu")
 SIZES = [8, 4096, 65536, 1 << 20]
-# --quick: every section once with the fewest sizes, iterations and seconds
+# --quick: every section once with the fewest sizes, iterations (perftest
+# takes 5 at least) and seconds
 # that still print a figure; make test runs it so this script cannot rot.
 QUICK = False
 
@@ -107,7 +108,8 @@ def all_to_all_section(env):
     figures = {}
     for procs in (2, 8):
         r = subprocess.run([IBEMU, "run", "--", str(BUILD / "bin" / "rc_all_to_all"), "-p",
-                            str(procs), "-q", "8", "-M", "4096", "-s", "65536", "-n", scaled("20", "2")],
+                            str(procs), "-q", "8", "-M", "4096", "-s", "65536", "-n",
+                            scaled("20", "2")],
                            env=env, capture_output=True, text=True, timeout=600)
         m = re.search(r"MB/s=([\d.]+)", r.stdout) if r.returncode == 0 else None
         figures[procs] = float(m.group(1)) if m else None
@@ -219,13 +221,14 @@ def both_ways_section(env):
     print(f"\n{'both ways':<14}{'size':>9}{'MTU':>6}{'MB/s':>11}{'ratio to MTU 4096':>19}")
     read = {}
     for mtu in (4096, 1024):
-        read[mtu] = bandwidth(perftest(env, "ib_read_bw", size, ["-b", "-n", scaled("20", "2"), "-m", str(mtu)]),
-                              size)
+        args = ["-b", "-n", scaled("20", "5"), "-m", str(mtu)]
+        read[mtu] = bandwidth(perftest(env, "ib_read_bw", size, args), size)
     for mtu in (4096, 1024):
         bw, limit = read[mtu], read[4096]
         shown = f"{bw:11.1f}{bw / limit:19.3f}" if bw and limit else f"{'failed':>11}{'-':>19}"
         print(f"{'ib_read_bw':<14}{size:>9}{mtu:>6}{shown}")
-    print(f"\n{str(scaled(5, 2)) + ' runs':<14}{'size':>9}{'min MB/s':>11}{'max MB/s':>11}{'max/min':>9}")
+    runs_title = f"{scaled(5, 2)} runs"
+    print(f"\n{runs_title:<14}{'size':>9}{'min MB/s':>11}{'max MB/s':>11}{'max/min':>9}")
     for tool in ("ib_write_bw", "ib_send_bw"):
         runs = [bandwidth(perftest(env, tool, 65536, ["-n", str(iterations(65536))]), 65536)
                 for _ in range(scaled(5, 2))]

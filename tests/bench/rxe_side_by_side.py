@@ -47,7 +47,8 @@ def main():
     for tool, size in BANDWIDTH:
         def ratio_to_memcpy(devices, tool=tool, size=size):
             limit = rb.memcpy_mb_s([size])[size]
-            out = rb.perftest(None, tool, size, ["-n", str(rb.iterations(size))], devices, prefix=())
+            args = ["-n", str(rb.iterations(size))]
+            out = rb.perftest(None, tool, size, args, devices, prefix=())
             bw = rb.bandwidth(out, size)
             return bw / limit if bw else None
         f = {hca: summary(v) for hca, v in interleaved(ratio_to_memcpy).items()}

@@ -10,7 +10,8 @@ from conftest import BUILD, REPO
 
 
 def test_every_section_of_the_bench_prints_figures():
-    r = subprocess.run(["/usr/bin/python3", str(REPO / "tests" / "bench" / "run_bench.py"), "--quick"],
+    script = REPO / "tests" / "bench" / "run_bench.py"
+    r = subprocess.run(["/usr/bin/python3", str(script), "--quick"],
                        env=dict(os.environ, IBEMU_BUILD=str(BUILD)), capture_output=True, text=True,
                        timeout=600)
     out = r.stdout + r.stderr
