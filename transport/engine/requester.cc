@@ -9,6 +9,7 @@
 
 #include "transport/engine/completer.h"
 #include "transport/engine/datagram.h"
+#include "transport/engine/response_path.h"
 #include "transport/wire/opcode.h"
 #include "transport/wire/psn.h"
 
@@ -122,7 +123,7 @@ void Requester::send_rd_atomic(SendWqe& wqe) noexcept {
   if (!wqe.started) {
     wqe.started = true;
     wqe.first_psn = req_.next_psn;
-    const uint32_t npkts = read && wqe.length ? (wqe.length + mtu - 1) / mtu : 1;
+    const uint32_t npkts = read ? packets_for(wqe.length, mtu) : 1;
     wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
   }
   const uint32_t psn = req_.next_psn;
@@ -159,7 +160,7 @@ bool Requester::send_packet(SendWqe& wqe) noexcept {
   if (!wqe.started) {
     wqe.started = true;
     wqe.first_psn = req_.next_psn;
-    uint32_t npkts = wqe.length == 0 ? 1 : (wqe.length + mtu - 1) / mtu;
+    uint32_t npkts = packets_for(wqe.length, mtu);
     wqe.last_psn = wire::psn_add(wqe.first_psn, npkts - 1);
   }
   const uint32_t off = req_.cursor_offset;

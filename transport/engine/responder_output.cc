@@ -34,7 +34,7 @@ void Responder::abandon_responses_from(uint32_t psn) noexcept {
   const uint32_t mtu = qp_.mtu_bytes();
   std::erase_if(responses_out_, [&](const QueuedResponse& r) {
     if (r.dc != asking) return false;
-    const uint32_t npkts = r.packet.empty() && r.len ? (r.len + mtu - 1) / mtu : 1;
+    const uint32_t npkts = r.packet.empty() ? packets_for(r.len, mtu) : 1;
     return wire::psn_diff(wire::psn_add(r.psn, npkts - 1), psn) >= 0;
   });
 }
@@ -63,7 +63,7 @@ void Responder::send_queued() noexcept {
 // program may deregister it while responses wait.
 bool Responder::send_read_packet(QueuedResponse& r) noexcept {
   const uint32_t mtu = qp_.mtu_bytes();
-  const uint32_t npkts = r.len ? (r.len + mtu - 1) / mtu : 1;
+  const uint32_t npkts = packets_for(r.len, mtu);
   const uint32_t i = r.sent;
   const bool last = i + 1 == npkts;
   const uint32_t off = i * mtu;

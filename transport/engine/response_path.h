@@ -39,6 +39,11 @@ size_t write_response(uint8_t* buf, const ResponsePath& path, const PortAddress&
                       uint8_t rc_opcode, uint32_t psn, uint8_t syndrome, const uint8_t* payload,
                       uint32_t len, uint64_t atomic_orig, bool crcs) noexcept;
 
+/// How many packets a message of `len` bytes takes at path MTU `mtu`: at
+/// least one, a zero-length message included (IBA 9.7.5.2.2 for READ
+/// responses, 9.7.4.1 for requests).
+inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) / mtu : 1; }
+
 /// The opcode of READ response `index` of `npkts` (IBA 9.7.5.2.2).
 inline wire::Opcode read_response_opcode(uint32_t index, uint32_t npkts) {
   using wire::Opcode;
@@ -57,7 +62,7 @@ inline wire::Opcode read_response_opcode(uint32_t index, uint32_t npkts) {
 template <typename Send>
 bool for_each_read_response(const MemorySpan& src, uint32_t len, uint32_t mtu, uint32_t psn,
                             uint8_t* bounce, Send&& send) {
-  const uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
+  const uint32_t npkts = packets_for(len, mtu);
   for (uint32_t i = 0; i < npkts; ++i) {
     const uint32_t off = i * mtu;
     const uint32_t n = std::min(mtu, len - off);
